@@ -1,0 +1,50 @@
+# LoginKit: `make demo` and `make test` set up everything they need on a fresh Debian machine
+# that has the Swift toolchain. See README.md.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# System packages: the C libraries LoginKit links, and what its tests start.
+BUILD_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config
+TEST_PACKAGES := $(BUILD_PACKAGES) openssl
+
+SWIFT ?= swift
+
+.PHONY: help deps test-deps build demo test bench reliability format lint clean
+
+help:
+	@echo "make demo         build and run the LoginKit demo against the embedded dev identity provider"
+	@echo "make test         run every test (installs what the tests need)"
+	@echo "make bench        benchmarks against the peers"
+	@echo "make reliability  long crash, fault and fuzz runs"
+
+deps:
+	@scripts/install-deps.sh $(BUILD_PACKAGES)
+
+test-deps:
+	@scripts/install-deps.sh $(TEST_PACKAGES)
+
+build: deps
+	$(SWIFT) build
+
+demo: deps
+	$(SWIFT) build --product loginkit
+	$$($(SWIFT) build --show-bin-path)/loginkit demo
+
+test: test-deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: deps
+	@echo "make bench: not implemented yet (see the benchmarks issue)"
+
+reliability: test-deps
+	@echo "make reliability: not implemented yet (see the reliability issue)"
+
+format:
+	$(SWIFT) format --in-place --recursive Sources Tests Mocks Package.swift
+
+lint:
+	$(SWIFT) format lint --strict --recursive Sources Tests Mocks Package.swift
+
+clean:
+	rm -rf .build

@@ -1,0 +1,2 @@
+// LoginKitMocks: continuation-controlled doubles for users' tests (issue 6).
+import LoginKit

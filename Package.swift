@@ -1,0 +1,121 @@
+// swift-tools-version:6.2
+// LoginKit: log in over HTTP, keep tokens safe on disk, hand out valid tokens to concurrent callers.
+// Layout and contracts: docs/architecture.md (from ../shared/DESIGN.md).
+import PackageDescription
+
+/// Settings every LoginKit target shares: Swift 6 mode comes from the tools version; warnings are
+/// errors in this package only (SwiftPM ignores warning control for packages that depend on us).
+let strict: [SwiftSetting] = [
+    .treatAllWarnings(as: .error),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "LoginKit",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "LoginKit", targets: ["LoginKit"]),
+        .library(name: "LoginKitViewModel", targets: ["LoginKitViewModel"]),
+        .library(name: "LoginKitMocks", targets: ["LoginKitMocks"]),
+        .library(name: "LoginKitDevServer", targets: ["LoginKitDevServer"]),
+        .library(name: "LoginKitPostgres", targets: ["LoginKitPostgres"]),
+        .executable(name: "loginkit", targets: ["loginkit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    ],
+    targets: [
+        // C libraries from Debian, wrapped by typed shims (Swift cannot call C variadics).
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // Abstractions with no I/O.
+        .target(
+            name: "LoginKitHTTP",
+            dependencies: [.product(name: "HTTPTypes", package: "swift-http-types")],
+            swiftSettings: strict
+        ),
+        // The only module that imports CCurl.
+        .target(
+            name: "LoginKitCurl",
+            dependencies: ["CCurl", "LoginKitHTTP"],
+            swiftSettings: strict
+        ),
+        // The only module that imports COpenSSL.
+        .target(
+            name: "LoginKitJOSE",
+            dependencies: ["COpenSSL", "LoginKitHTTP"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "LoginKit",
+            dependencies: [
+                "LoginKitHTTP", "LoginKitCurl", "LoginKitJOSE",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "LoginKitViewModel",
+            dependencies: ["LoginKit", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "LoginKitMocks",
+            dependencies: ["LoginKit", "LoginKitHTTP"],
+            path: "Mocks",
+            swiftSettings: strict
+        ),
+        .target(
+            name: "LoginKitDevServer",
+            dependencies: [
+                "LoginKitHTTP", "LoginKitJOSE",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "LoginKitPostgres",
+            dependencies: ["LoginKit"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "loginkit",
+            dependencies: [
+                "LoginKit", "LoginKitViewModel", "LoginKitDevServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "LoginKitHTTPTests", dependencies: ["LoginKitHTTP"], swiftSettings: strict),
+        .testTarget(
+            name: "LoginKitTests",
+            dependencies: ["LoginKit", "LoginKitDevServer"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LoginKitCurlTests",
+            dependencies: ["LoginKitCurl", "LoginKitHTTP", "LoginKitDevServer"],
+            swiftSettings: strict
+        ),
+    ]
+)

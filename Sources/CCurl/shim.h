@@ -1,0 +1,43 @@
+// Typed, non-variadic wrappers over libcurl's variadic setopt/getinfo, for Swift.
+// Each wrapper fixes the argument type libcurl documents for the options it is used with.
+#ifndef LOGINKIT_CCURL_SHIM_H
+#define LOGINKIT_CCURL_SHIM_H
+
+#include <curl/curl.h>
+
+typedef size_t (*loginkit_curl_data_callback)(char *buffer, size_t size, size_t count, void *context);
+
+static inline CURLcode loginkit_curl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode loginkit_curl_easy_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode loginkit_curl_easy_setopt_string(CURL *handle, CURLoption option, const char *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode loginkit_curl_easy_setopt_pointer(CURL *handle, CURLoption option, void *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode loginkit_curl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode loginkit_curl_easy_setopt_callback(CURL *handle, CURLoption option,
+                                                          loginkit_curl_data_callback value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode loginkit_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+static inline CURLMcode loginkit_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value) {
+    return curl_multi_setopt(handle, option, value);
+}
+
+#endif

@@ -1,0 +1,42 @@
+// OpenSSL 3 for Swift: the headers LoginKitJOSE uses, plus typed wrappers for the function-like
+// macros Swift cannot import.
+#ifndef LOGINKIT_COPENSSL_SHIM_H
+#define LOGINKIT_COPENSSL_SHIM_H
+
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/param_build.h>
+#include <openssl/params.h>
+#include <openssl/rand.h>
+#include <openssl/rsa.h>
+#include <openssl/ec.h>
+#include <openssl/ecdsa.h>
+#include <openssl/x509.h>
+
+static inline int loginkit_evp_pkey_ctx_set_rsa_padding(EVP_PKEY_CTX *ctx, int padding) {
+    return EVP_PKEY_CTX_set_rsa_padding(ctx, padding);
+}
+
+static inline int loginkit_evp_pkey_ctx_set_rsa_pss_saltlen(EVP_PKEY_CTX *ctx, int length) {
+    return EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx, length);
+}
+
+static inline int loginkit_evp_pkey_ctx_set_rsa_keygen_bits(EVP_PKEY_CTX *ctx, int bits) {
+    return EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, bits);
+}
+
+static inline int loginkit_evp_cipher_ctx_set_gcm_ivlen(EVP_CIPHER_CTX *ctx, int length) {
+    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, length, NULL);
+}
+
+static inline int loginkit_evp_cipher_ctx_get_gcm_tag(EVP_CIPHER_CTX *ctx, int length, void *tag) {
+    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, length, tag);
+}
+
+static inline int loginkit_evp_cipher_ctx_set_gcm_tag(EVP_CIPHER_CTX *ctx, int length, void *tag) {
+    return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, length, tag);
+}
+
+#endif

@@ -1,0 +1,143 @@
+internal import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import LoginKitHTTP
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A request on its way from a caller's task to the driver thread.
+struct Submission: Sendable {
+    let id: UInt64
+    let url: String
+    let request: HTTPRequest
+    let body: Data?
+    let continuation: CheckedContinuation<(HTTPResponse, Data), any Error>
+}
+
+/// Work for the driver thread, applied in the order it was enqueued.
+enum DriverCommand: Sendable {
+    case add(Submission)
+    case cancel(UInt64)
+}
+
+/// Owns the `CURLM` handle.
+///
+/// Safety of `@unchecked Sendable`: the handle is used by the driver thread only, except for
+/// `curl_multi_wakeup`, which libcurl documents as callable from any thread. `curl_multi_cleanup`
+/// runs in `deinit`, when no thread can reach the handle any more (the driver thread holds a
+/// reference for as long as it runs).
+final class MultiHandle: @unchecked Sendable {
+    let raw: UnsafeMutableRawPointer
+
+    init?() {
+        guard let raw = curl_multi_init() else { return nil }
+        self.raw = raw
+    }
+
+    func wakeUp() {
+        _ = curl_multi_wakeup(raw)
+    }
+
+    deinit {
+        curl_multi_cleanup(raw)
+    }
+}
+
+/// The state shared between callers and the driver thread: a command queue under a mutex, and
+/// the multi handle for wake-ups. The transfers themselves live in `CurlLoop`, on the thread.
+final class CurlDriver: Sendable {
+    struct State {
+        var commands: [DriverCommand] = []
+        var shutdownRequested = false
+        var stopped = false
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    let multi: MultiHandle
+    let configuration: CurlHTTPClient.Configuration
+    let state = Mutex(State())
+
+    private init(multi: MultiHandle, configuration: CurlHTTPClient.Configuration) {
+        self.multi = multi
+        self.configuration = configuration
+    }
+
+    /// Creates the multi handle and starts the driver thread.
+    static func start(configuration: CurlHTTPClient.Configuration) throws -> CurlDriver {
+        guard let multi = MultiHandle() else {
+            throw NetworkError(.other, "libcurl could not create a multi handle")
+        }
+        let maxPerHost = max(1, configuration.maximumConnectionsPerHost)
+        _ = loginkit_curl_multi_setopt_long(multi.raw, CURLMOPT_MAX_HOST_CONNECTIONS, maxPerHost)
+        _ = loginkit_curl_multi_setopt_long(multi.raw, CURLMOPT_MAXCONNECTS, max(maxPerHost, 16))
+        _ = loginkit_curl_multi_setopt_long(multi.raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        let driver = CurlDriver(multi: multi, configuration: configuration)
+        let loop = CurlLoop(driver: driver)
+        let context = Unmanaged.passRetained(loop).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            let loop = Unmanaged<CurlLoop>.fromOpaque(context).takeRetainedValue()
+            loop.run()
+            return nil
+        }, context)
+        guard result == 0 else {
+            Unmanaged<CurlLoop>.fromOpaque(context).release()
+            throw NetworkError(.other, "could not start the HTTP driver thread (error \(result))")
+        }
+        pthread_detach(thread)
+        return driver
+    }
+
+    /// Queues a command and wakes the thread; `false` when the driver is shutting down.
+    func enqueue(_ command: DriverCommand) -> Bool {
+        let accepted = state.withLock { state -> Bool in
+            guard !state.shutdownRequested else { return false }
+            state.commands.append(command)
+            return true
+        }
+        if accepted { multi.wakeUp() }
+        return accepted
+    }
+
+    /// Asks the thread to fail everything in flight and end; does not wait.
+    func requestShutdown() {
+        state.withLock { $0.shutdownRequested = true }
+        multi.wakeUp()
+    }
+
+    /// Waits until the thread has ended, without asking it to.
+    func waitUntilStopped() async {
+        await withCheckedContinuation { continuation in
+            let alreadyStopped = state.withLock { state -> Bool in
+                if state.stopped { return true }
+                state.stopWaiters.append(continuation)
+                return false
+            }
+            if alreadyStopped { continuation.resume() }
+        }
+    }
+
+    /// Asks the thread to end and waits until it has.
+    func shutdown() async {
+        await withCheckedContinuation { continuation in
+            let alreadyStopped = state.withLock { state -> Bool in
+                state.shutdownRequested = true
+                if state.stopped { return true }
+                state.stopWaiters.append(continuation)
+                return false
+            }
+            if alreadyStopped { continuation.resume() } else { multi.wakeUp() }
+        }
+    }
+}

@@ -1,0 +1,54 @@
+extension CurlHTTPClient {
+    /// Limits and TLS settings for a `CurlHTTPClient`. The defaults are the safe ones.
+    public struct Configuration: Sendable {
+        /// How long connecting (TCP and TLS) may take. Default 10 s.
+        public var connectTimeout: Duration = .seconds(10)
+        /// How long a whole request may take, from queueing to the last body byte. Default 30 s.
+        public var totalTimeout: Duration = .seconds(30)
+        /// The largest response body accepted; a larger one aborts the transfer with
+        /// `NetworkError.Code.responseTooLarge`, nothing past the cap kept. Default 4 MiB.
+        public var maximumResponseSize: Int = 4 * 1024 * 1024
+        /// Whether plain `http://` may go to hosts that are not loopback. Default `false`:
+        /// `http://` only to `127.0.0.0/8`, `::1` and `localhost`.
+        public var allowsInsecureHTTP: Bool = false
+        /// The most connections kept open to one host; transfers beyond it wait for a free one.
+        /// Default 64.
+        public var maximumConnectionsPerHost: Int = 64
+        /// TLS trust settings. Peer and host verification are always on.
+        public var tls: TLS = TLS()
+        /// Sent as `User-Agent` unless the request sets its own.
+        public var userAgent: String = "LoginKit/0.1"
+
+        /// The default configuration.
+        public init() {}
+    }
+
+    /// TLS trust settings: where trusted CAs come from and an optional pinned public key.
+    /// There is deliberately no switch that turns verification off.
+    public struct TLS: Sendable {
+        /// A PEM file of CA certificates to trust instead of the system's.
+        public var caFile: String?
+        /// A directory of hashed CA certificates (`c_rehash` layout) to trust.
+        public var caDirectory: String?
+        /// A pinned public key: a PEM/DER file path, or `sha256//<base64>` hashes separated by `;`.
+        /// When set, the server's key must match in addition to the chain verifying.
+        public var pinnedPublicKey: String?
+
+        /// System trust store, no pin.
+        public init(caFile: String? = nil, caDirectory: String? = nil, pinnedPublicKey: String? = nil) {
+            self.caFile = caFile
+            self.caDirectory = caDirectory
+            self.pinnedPublicKey = pinnedPublicKey
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, at least 1, saturating at `Int.max`.
+    var clampedMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        let (ms, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        if overflow || seconds < 0 { return seconds < 0 ? 1 : Int(Int64.max) }
+        return Swift.max(1, Int(ms + attoseconds / 1_000_000_000_000_000))
+    }
+}

@@ -1,0 +1,111 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import HTTPTypes
+public import LoginKitHTTP
+import Synchronization
+
+/// An `HTTPTransport` over libcurl's multi interface.
+///
+/// One `CURLM` multi handle per client, driven by one dedicated thread that waits in
+/// `curl_multi_poll`; new requests and cancellations wake it with `curl_multi_wakeup`. Connections
+/// are kept alive and reused (HTTP/2 when a TLS server offers it), easy handles are recycled.
+/// A request costs one thread hop each way: the caller's task hands it to the driver thread, and
+/// the transfer's completion resumes the caller's continuation.
+///
+/// Safety defaults: TLS peer and host verification always on, redirects never followed (a token
+/// request's credentials never travel to another URL), `http://` only to loopback unless
+/// ``Configuration/allowsInsecureHTTP``, bodies capped at ``Configuration/maximumResponseSize``.
+///
+/// Concurrency contract: `send` may be called from any number of tasks. Cancelling a task removes
+/// its transfer promptly and makes `send` throw `CancellationError`. ``shutdown()`` fails requests
+/// in flight with ``NetworkError/Code/shutdown``; releasing the last reference to a client shuts it
+/// down too, and its thread ends.
+public final class CurlHTTPClient: HTTPTransport {
+    /// The limits this client applies to every request.
+    public let configuration: Configuration
+    let driver: CurlDriver
+    private let nextID = Atomic<UInt64>(1)
+
+    /// Starts a client and its driver thread.
+    ///
+    /// - Throws: `NetworkError` with code `.other` when libcurl cannot be initialised or the
+    ///   thread cannot be started.
+    public init(configuration: Configuration = Configuration()) throws {
+        guard ensureCurlGlobalInit() else {
+            throw NetworkError(.other, "libcurl failed to initialise (curl_global_init); check the libcurl installation")
+        }
+        self.configuration = configuration
+        self.driver = try CurlDriver.start(configuration: configuration)
+    }
+
+    deinit {
+        driver.requestShutdown()
+    }
+
+    /// Sends `request` and returns the response head and body. See ``HTTPTransport/send(_:body:)``.
+    ///
+    /// - Throws: `NetworkError` (refused, timed out, TLS, too large, insecure URL, shut down) or
+    ///   `CancellationError` when the calling task is cancelled.
+    public func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data) {
+        guard let url = request.urlString, let parts = URLParts(url) else {
+            throw NetworkError(.invalidRequest, "the request needs an absolute http(s) URL without user info")
+        }
+        if parts.scheme == "http" && !parts.isLoopback && !configuration.allowsInsecureHTTP {
+            throw NetworkError(
+                .insecureURL,
+                "refused plain http:// to \(parts.host): use https://, or allow insecure HTTP explicitly for this client"
+            )
+        }
+        let token = RequestToken(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue)
+        let driver = self.driver
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let submission = Submission(
+                    id: token.id, url: url, request: request, body: body, continuation: continuation
+                )
+                let outcome = token.phase.withLock { phase -> SubmitOutcome in
+                    guard phase == .new else { return .cancelled }
+                    guard driver.enqueue(.add(submission)) else { return .shutDown }
+                    phase = .submitted
+                    return .submitted
+                }
+                switch outcome {
+                case .submitted: break
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                case .shutDown:
+                    continuation.resume(throwing: NetworkError(.shutdown, "the HTTP client was shut down"))
+                }
+            }
+        } onCancel: {
+            token.phase.withLock { phase in
+                switch phase {
+                case .new: phase = .cancelled
+                case .submitted:
+                    phase = .cancelled
+                    _ = driver.enqueue(.cancel(token.id))
+                case .cancelled: break
+                }
+            }
+        }
+    }
+
+    /// Stops the client: requests in flight fail with ``NetworkError/Code/shutdown``, later ones
+    /// are refused, and the driver thread ends before this returns. Calling it again is harmless.
+    public func shutdown() async {
+        await driver.shutdown()
+    }
+}
+
+/// Links a caller's task to its transfer so that a cancellation that races the submission is
+/// never lost: the phase changes and the driver command are made under one lock.
+final class RequestToken: Sendable {
+    enum Phase { case new, submitted, cancelled }
+    let id: UInt64
+    let phase = Mutex<Phase>(.new)
+    init(id: UInt64) { self.id = id }
+}
+
+private enum SubmitOutcome { case submitted, cancelled, shutDown }

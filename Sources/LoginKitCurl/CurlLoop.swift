@@ -1,0 +1,147 @@
+internal import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import LoginKitHTTP
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The driver thread's side: every easy handle and transfer, touched by this thread only.
+final class CurlLoop {
+    private let driver: CurlDriver
+    private var transfers: [UInt64: Transfer] = [:]
+    private var idsByHandle: [UnsafeMutableRawPointer: UInt64] = [:]
+    private var spareHandles: [EasyHandle] = []
+    private let maximumSpareHandles = 64
+    /// How long one `curl_multi_poll` may sleep when nothing happens; libcurl shortens it to its own
+    /// next timeout, and wake-ups end it at once.
+    private let idlePollMilliseconds: Int32 = 1000
+
+    init(driver: CurlDriver) {
+        self.driver = driver
+    }
+
+    func run() {
+        let multi = driver.multi.raw
+        while true {
+            let (commands, shutdownRequested) = driver.state.withLock { state in
+                let commands = state.commands
+                state.commands.removeAll(keepingCapacity: true)
+                return (commands, state.shutdownRequested)
+            }
+            for command in commands {
+                switch command {
+                case .add(let submission):
+                    if shutdownRequested {
+                        submission.continuation.resume(throwing: Self.shutdownError)
+                    } else {
+                        start(submission)
+                    }
+                case .cancel(let id):
+                    cancel(id)
+                }
+            }
+            if shutdownRequested { break }
+
+            var running: Int32 = 0
+            _ = curl_multi_perform(multi, &running)
+            collectFinishedTransfers()
+            var ready: Int32 = 0
+            _ = curl_multi_poll(multi, nil, 0, idlePollMilliseconds, &ready)
+        }
+        failAllAndStop()
+    }
+
+    private static let shutdownError = NetworkError(.shutdown, "the HTTP client was shut down")
+
+    // MARK: Starting and finishing transfers
+
+    private func start(_ submission: Submission) {
+        guard let handle = spareHandles.popLast() ?? EasyHandle() else {
+            submission.continuation.resume(throwing: NetworkError(.other, "libcurl could not create an easy handle"))
+            return
+        }
+        let transfer = Transfer(submission: submission, handle: handle, configuration: driver.configuration)
+        if let failure = transfer.configure() {
+            recycle(transfer)
+            submission.continuation.resume(throwing: failure)
+            return
+        }
+        let added = curl_multi_add_handle(driver.multi.raw, handle.raw)
+        guard added == CURLM_OK else {
+            recycle(transfer)
+            submission.continuation.resume(
+                throwing: NetworkError(.other, "libcurl refused the transfer (multi code \(added.rawValue))")
+            )
+            return
+        }
+        transfers[submission.id] = transfer
+        idsByHandle[handle.raw] = submission.id
+    }
+
+    private func collectFinishedTransfers() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(driver.multi.raw, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            guard let id = idsByHandle[easy], let transfer = transfers[id] else {
+                curl_multi_remove_handle(driver.multi.raw, easy)
+                continue
+            }
+            detach(id: id, transfer: transfer)
+            let result = transfer.result(code: code)
+            recycle(transfer)
+            transfer.continuation.resume(with: result)
+        }
+    }
+
+    private func cancel(_ id: UInt64) {
+        guard let transfer = transfers[id] else { return }  // already finished
+        detach(id: id, transfer: transfer)
+        recycle(transfer)
+        transfer.continuation.resume(throwing: CancellationError())
+    }
+
+    private func detach(id: UInt64, transfer: Transfer) {
+        curl_multi_remove_handle(driver.multi.raw, transfer.handle.raw)
+        transfers[id] = nil
+        idsByHandle[transfer.handle.raw] = nil
+    }
+
+    private func recycle(_ transfer: Transfer) {
+        transfer.releaseResources()
+        if spareHandles.count < maximumSpareHandles {
+            transfer.handle.reset()
+            spareHandles.append(transfer.handle)
+        }
+    }
+
+    private func failAllAndStop() {
+        for (id, transfer) in transfers {
+            detach(id: id, transfer: transfer)
+            transfer.releaseResources()
+            transfer.continuation.resume(throwing: Self.shutdownError)
+        }
+        spareHandles.removeAll()
+        // Commands that raced the shutdown flag were refused by `enqueue`; any left are failed here.
+        let (leftovers, waiters) = driver.state.withLock { state in
+            state.stopped = true
+            let result = (state.commands, state.stopWaiters)
+            state.commands.removeAll()
+            state.stopWaiters.removeAll()
+            return result
+        }
+        for case .add(let submission) in leftovers {
+            submission.continuation.resume(throwing: Self.shutdownError)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}

@@ -1,0 +1,262 @@
+internal import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import LoginKitHTTP
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One request in flight on the driver thread: its options, the response being received, and the
+/// caller's continuation. Reached from libcurl's callbacks through an unretained pointer; the loop's
+/// `transfers` table keeps it alive until the transfer is removed from the multi handle.
+final class Transfer {
+    let handle: EasyHandle
+    let continuation: CheckedContinuation<(HTTPResponse, Data), any Error>
+    private let submission: Submission
+    private let configuration: CurlHTTPClient.Configuration
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private(set) var body = Data()
+    private var headerFields = HTTPFields()
+    private var exceededCap = false
+
+    init(submission: Submission, handle: EasyHandle, configuration: CurlHTTPClient.Configuration) {
+        self.submission = submission
+        self.handle = handle
+        self.continuation = submission.continuation
+        self.configuration = configuration
+    }
+
+    /// Sets every option for this request; returns the error when an option is refused.
+    func configure() -> NetworkError? {
+        let easy = handle.raw
+        var failed: CURLcode = CURLE_OK
+        func check(_ code: CURLcode) { if code != CURLE_OK && failed == CURLE_OK { failed = code } }
+        func setLong(_ option: CURLoption, _ value: Int) { check(loginkit_curl_easy_setopt_long(easy, option, value)) }
+        func setString(_ option: CURLoption, _ value: String) {
+            check(value.withCString { loginkit_curl_easy_setopt_string(easy, option, $0) })  // libcurl copies strings
+        }
+
+        setString(CURLOPT_URL, submission.url)
+        setLong(CURLOPT_NOSIGNAL, 1)
+        setString(CURLOPT_PROTOCOLS_STR, "http,https")
+        setLong(CURLOPT_FOLLOWLOCATION, 0)
+        setLong(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.clampedMilliseconds)
+        setLong(CURLOPT_TIMEOUT_MS, configuration.totalTimeout.clampedMilliseconds)
+        check(loginkit_curl_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maximumResponseSize)))
+        setLong(CURLOPT_SSL_VERIFYPEER, 1)
+        setLong(CURLOPT_SSL_VERIFYHOST, 2)
+        setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        setString(CURLOPT_NOPROXY, Self.noProxy)
+        if let caFile = configuration.tls.caFile { setString(CURLOPT_CAINFO, caFile) }
+        if let caDirectory = configuration.tls.caDirectory { setString(CURLOPT_CAPATH, caDirectory) }
+        if let pin = configuration.tls.pinnedPublicKey { setString(CURLOPT_PINNEDPUBLICKEY, pin) }
+        check(loginkit_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, handle.errorBuffer))
+
+        configureMethodAndBody(setLong: setLong, setString: setString, check: check)
+        configureHeaders()
+        check(loginkit_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
+
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        check(loginkit_curl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback))
+        check(loginkit_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
+        check(loginkit_curl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeaderCallback))
+        check(loginkit_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
+
+        guard failed == CURLE_OK else {
+            return NetworkError(
+                .invalidRequest,
+                "libcurl refused a request option: \(Self.describe(failed))",
+                transportCode: Int(failed.rawValue)
+            )
+        }
+        return nil
+    }
+
+    private func configureMethodAndBody(
+        setLong: (CURLoption, Int) -> Void,
+        setString: (CURLoption, String) -> Void,
+        check: (CURLcode) -> Void
+    ) {
+        let method = submission.request.method
+        switch (method, submission.body) {
+        case (.get, nil):
+            setLong(CURLOPT_HTTPGET, 1)
+        case (.head, nil):
+            setLong(CURLOPT_NOBODY, 1)
+        default:
+            let body = submission.body ?? Data()
+            check(loginkit_curl_easy_setopt_off_t(handle.raw, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
+            // COPYPOSTFIELDS copies the bytes, so the Data need not outlive this call.
+            body.withUnsafeBytes { bytes in
+                var empty: UInt8 = 0
+                let pointer = bytes.baseAddress.map { UnsafeMutableRawPointer(mutating: $0) }
+                check(withUnsafeMutablePointer(to: &empty) { fallback in
+                    loginkit_curl_easy_setopt_pointer(handle.raw, CURLOPT_COPYPOSTFIELDS, pointer ?? UnsafeMutableRawPointer(fallback))
+                })
+            }
+            if method != .post { setString(CURLOPT_CUSTOMREQUEST, method.rawValue) }
+        }
+    }
+
+    private func configureHeaders() {
+        var hasContentType = false
+        var hasUserAgent = false
+        for field in submission.request.headerFields {
+            if field.name == .contentType { hasContentType = true }
+            if field.name == .userAgent { hasUserAgent = true }
+            // Header values were validated by HTTPTypes (no CR/LF), so a line cannot be smuggled.
+            appendHeader(field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)")
+        }
+        appendHeader("Expect:")  // no 100-continue round trip for larger bodies
+        if !hasContentType && submission.body != nil { appendHeader("Content-Type:") }  // no form default
+        if !hasUserAgent { appendHeader("User-Agent: \(configuration.userAgent)") }
+    }
+
+    private func appendHeader(_ line: String) {
+        headerList = line.withCString { curl_slist_append(headerList, $0) } ?? headerList
+    }
+
+    // MARK: Receiving
+
+    /// Appends body bytes; returns `false` (abort) when the cap would be passed.
+    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard body.count + bytes.count <= configuration.maximumResponseSize else {
+            exceededCap = true
+            return false
+        }
+        body.append(contentsOf: bytes)
+        return true
+    }
+
+    /// One response header line as libcurl delivers it, CRLF included.
+    func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
+        let line = String(decoding: bytes, as: UTF8.self).trimmingCRLF()
+        if line.hasPrefix("HTTP/") {
+            headerFields = HTTPFields()  // a new response (1xx interim, or a proxy's) starts over
+            return
+        }
+        guard let colon = line.firstIndex(of: ":"),
+            let name = HTTPField.Name(String(line[..<colon]))
+        else { return }
+        let value = line[line.index(after: colon)...].drop(while: { $0 == " " || $0 == "\t" })
+        headerFields.append(HTTPField(name: name, value: String(value)))
+    }
+
+    /// What the caller gets, once libcurl reported the transfer done with `code`.
+    func result(code: CURLcode) -> Result<(HTTPResponse, Data), any Error> {
+        if exceededCap || code == CURLE_FILESIZE_EXCEEDED {
+            return .failure(NetworkError(
+                .responseTooLarge,
+                "the response body is larger than the \(configuration.maximumResponseSize)-byte limit; nothing past it was kept",
+                transportCode: Int(code.rawValue)
+            ))
+        }
+        guard code == CURLE_OK else {
+            return .failure(NetworkError(Self.errorCode(for: code), errorMessage(code), transportCode: Int(code.rawValue)))
+        }
+        var status = 0
+        _ = loginkit_curl_easy_getinfo_long(handle.raw, CURLINFO_RESPONSE_CODE, &status)
+        guard (100...999).contains(status) else {
+            return .failure(NetworkError(.other, "the server sent no valid HTTP status line", transportCode: Int(code.rawValue)))
+        }
+        return .success((HTTPResponse(status: .init(code: status), headerFields: headerFields), body))
+    }
+
+    /// Frees the header list; the easy handle goes back to the loop.
+    func releaseResources() {
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+    }
+
+    deinit {
+        releaseResources()
+    }
+
+    // MARK: Errors
+
+    private func errorMessage(_ code: CURLcode) -> String {
+        let detail = handle.errorBuffer[0] != 0 ? String(cString: handle.errorBuffer) : Self.describe(code)
+        let host = URLParts(submission.url)?.host ?? "the server"
+        switch Self.errorCode(for: code) {
+        case .connectFailed: return "could not connect to \(host): \(detail); check that the server is running"
+        case .hostNotFound: return "could not resolve \(host): \(detail); check the URL and DNS"
+        case .timedOut: return "request to \(host) timed out: \(detail)"
+        case .tls: return "TLS with \(host) failed: \(detail); check the server certificate and the CA settings"
+        case .connectionLost: return "the connection to \(host) broke before the response was complete: \(detail)"
+        default: return "request to \(host) failed: \(detail)"
+        }
+    }
+
+    static func describe(_ code: CURLcode) -> String {
+        String(cString: curl_easy_strerror(code))
+    }
+
+    static func errorCode(for code: CURLcode) -> NetworkError.Code {
+        switch code {
+        case CURLE_COULDNT_CONNECT: .connectFailed
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: .hostNotFound
+        case CURLE_OPERATION_TIMEDOUT: .timedOut
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_CRL_BADFILE,
+            CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
+            .tls
+        case CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2,
+            CURLE_HTTP2_STREAM, CURLE_WEIRD_SERVER_REPLY:
+            .connectionLost
+        case CURLE_FILESIZE_EXCEEDED: .responseTooLarge
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL: .invalidRequest
+        default: .other
+        }
+    }
+
+    /// Loopback never goes through a proxy, whatever the environment says; other hosts follow the
+    /// usual `no_proxy` variable.
+    private static let noProxy: String = {
+        let fromEnvironment = getenvString("NO_PROXY") ?? getenvString("no_proxy") ?? ""
+        let loopback = "localhost,127.0.0.1,::1"
+        return fromEnvironment.isEmpty ? loopback : "\(fromEnvironment),\(loopback)"
+    }()
+}
+
+private func getenvString(_ name: String) -> String? {
+    guard let value = getenv(name) else { return nil }
+    return String(cString: value)
+}
+
+extension String {
+    fileprivate func trimmingCRLF() -> Substring {
+        var end = endIndex
+        while end > startIndex, let last = self[..<end].last, last == "\r\n" || last == "\n" || last == "\r" {
+            end = index(before: end)
+        }
+        return self[..<end]
+    }
+}
+
+// MARK: libcurl callbacks (C function pointers; the context is an unretained `Transfer`)
+
+private let transferWriteCallback: loginkit_curl_data_callback = { buffer, size, count, context in
+    guard let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    let length = size * count
+    guard length > 0, let buffer else { return length }
+    return transfer.receiveBody(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
+}
+
+private let transferHeaderCallback: loginkit_curl_data_callback = { buffer, size, count, context in
+    guard let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    let length = size * count
+    guard length > 0, let buffer else { return length }
+    transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: length))
+    return length
+}

@@ -1,0 +1,130 @@
+import Hummingbird
+public import Logging
+import NIOCore
+import Synchronization
+
+/// An embedded HTTP identity provider on 127.0.0.1, for the demo, local development and the
+/// integration tests.
+///
+/// Start one with ``start(configuration:)``; it listens on a free loopback port unless told
+/// otherwise and runs until ``stop()``. Besides the identity-provider endpoints it serves test
+/// endpoints under `/test/` that the transport tests use (echo, status, delay, sized bodies, broken
+/// connections) and counts the client connections and the requests per path it has seen.
+///
+/// Concurrency contract: every member may be used from any task.
+public final class DevServer: Sendable {
+    /// Where and how the server listens.
+    public struct Configuration: Sendable {
+        /// The loopback address to bind. Default `127.0.0.1`.
+        public var host: String = "127.0.0.1"
+        /// The port; 0 picks a free one. Default 0.
+        public var port: Int = 0
+        /// Log level for the server's own logger. Default `.warning`.
+        public var logLevel: Logger.Level = .warning
+
+        /// The default configuration: 127.0.0.1, a free port.
+        public init() {}
+    }
+
+    /// The port the server listens on.
+    public let port: Int
+    /// `http://127.0.0.1:<port>`.
+    public let baseURL: String
+    /// Counters and arrival notifications.
+    public let monitor: DevServerMonitor
+    private let runTask: Mutex<Task<Void, Never>?>
+
+    private init(port: Int, host: String, monitor: DevServerMonitor, runTask: Task<Void, Never>) {
+        self.port = port
+        self.baseURL = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+        self.monitor = monitor
+        self.runTask = Mutex(runTask)
+    }
+
+    /// Starts a server and returns once it accepts connections.
+    ///
+    /// - Throws: the bind error when the address or port cannot be used.
+    public static func start(configuration: Configuration = Configuration()) async throws -> DevServer {
+        let monitor = DevServerMonitor()
+        let router = Router(context: DevRequestContext.self)
+        router.add(middleware: CountingMiddleware(monitor: monitor))
+        TestRoutes(monitor: monitor).register(on: router)
+
+        var logger = Logger(label: "loginkit.dev-server")
+        logger.logLevel = configuration.logLevel
+        let (started, startedContinuation) = AsyncStream<Result<Int, any Error>>.makeStream()
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port)),
+            onServerRunning: { channel in
+                startedContinuation.yield(.success(channel.localAddress?.port ?? 0))
+            },
+            logger: logger
+        )
+        let runTask = Task {
+            do {
+                try await app.run()
+                startedContinuation.yield(.failure(DevServerError("the dev server stopped before it started")))
+            } catch {
+                startedContinuation.yield(.failure(error))
+            }
+            startedContinuation.finish()
+        }
+        var iterator = started.makeAsyncIterator()
+        guard let first = await iterator.next() else {
+            throw DevServerError("the dev server did not start")
+        }
+        switch first {
+        case .success(let port):
+            return DevServer(port: port, host: configuration.host, monitor: monitor, runTask: runTask)
+        case .failure(let error):
+            runTask.cancel()
+            await runTask.value
+            throw error
+        }
+    }
+
+    /// Stops the server: open connections are closed and requests in progress end. Idempotent.
+    public func stop() async {
+        guard let task = runTask.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else {
+            return
+        }
+        task.cancel()
+        await task.value
+    }
+
+    /// The URL of `path` on this server, e.g. `url("/test/echo")`.
+    public func url(_ path: String) -> String {
+        baseURL + path
+    }
+}
+
+/// The dev server could not start or was misused.
+public struct DevServerError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong.
+    public let message: String
+    init(_ message: String) { self.message = message }
+    public var description: String { "DevServerError: \(message)" }
+}
+
+/// The request context: Hummingbird's basics plus the client's address, for connection counting.
+struct DevRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: String?
+
+    init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress?.description
+    }
+}
+
+/// Records every request's connection and path in the monitor before routing.
+struct CountingMiddleware: RouterMiddleware {
+    typealias Context = DevRequestContext
+    let monitor: DevServerMonitor
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        monitor.record(path: request.uri.path, connection: context.remoteAddress)
+        return try await next(request, context)
+    }
+}

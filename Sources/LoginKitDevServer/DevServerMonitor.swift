@@ -1,0 +1,58 @@
+import Synchronization
+
+/// What a `DevServer` has seen: distinct client connections, requests per path, and a stream of
+/// arrivals a test can await instead of sleeping.
+public final class DevServerMonitor: Sendable {
+    private struct State {
+        var connections: Set<String> = []
+        var requestsByPath: [String: Int] = [:]
+        var subscribers: [Int: AsyncStream<String>.Continuation] = [:]
+        var nextSubscriber = 0
+    }
+    private let state = Mutex(State())
+
+    init() {}
+
+    /// How many distinct client connections (address and port) have sent a request.
+    public var connectionCount: Int {
+        state.withLock { $0.connections.count }
+    }
+
+    /// How many requests arrived for `path` (the path without its query).
+    public func requestCount(path: String) -> Int {
+        state.withLock { $0.requestsByPath[path, default: 0] }
+    }
+
+    /// Forgets connections and request counts (subscribers stay).
+    public func reset() {
+        state.withLock {
+            $0.connections.removeAll()
+            $0.requestsByPath.removeAll()
+        }
+    }
+
+    /// The paths of requests as they arrive, from now on, until the stream is dropped.
+    ///
+    /// Subscribe before causing the request, then `await` the arrival.
+    public func arrivals() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        let id = state.withLock { state in
+            defer { state.nextSubscriber += 1 }
+            state.subscribers[state.nextSubscriber] = continuation
+            return state.nextSubscriber
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func record(path: String, connection: String?) {
+        let subscribers = state.withLock { state in
+            if let connection { state.connections.insert(connection) }
+            state.requestsByPath[path, default: 0] += 1
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.yield(path) }
+    }
+}

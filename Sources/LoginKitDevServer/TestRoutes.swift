@@ -1,0 +1,103 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// What `/test/echo` answers: the request as the server saw it.
+public struct EchoReply: Codable, Sendable {
+    /// The request method.
+    public var method: String
+    /// The request path and query.
+    public var uri: String
+    /// Request headers, lowercased names; repeated headers joined with ", ".
+    public var headers: [String: String]
+    /// The request body, base64.
+    public var body: String
+}
+
+/// Endpoints the transport tests need, all under `/test/`.
+struct TestRoutes {
+    let monitor: DevServerMonitor
+    /// The largest body `/test/bytes/N` serves: 256 MiB.
+    static let maximumBytes = 256 * 1024 * 1024
+
+    func register(on router: Router<DevRequestContext>) {
+        let group = router.group("test")
+
+        group.on("echo", method: .get, use: echo)
+        group.on("echo", method: .post, use: echo)
+        group.on("echo", method: .put, use: echo)
+        group.on("echo", method: .delete, use: echo)
+        group.on("echo", method: .patch, use: echo)
+
+        group.get("status/:code") { _, context -> Response in
+            let code = try context.parameters.require("code", as: Int.self)
+            guard (200...599).contains(code) else { throw HTTPError(.badRequest, message: "status must be 200...599") }
+            return Response(status: .init(code: code), headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "status \(code)\n")))
+        }
+
+        group.get("delay/:ms") { _, context -> Response in
+            let milliseconds = try context.parameters.require("ms", as: Int.self)
+            guard (0...600_000).contains(milliseconds) else { throw HTTPError(.badRequest, message: "delay must be 0...600000 ms") }
+            try await Task.sleep(for: .milliseconds(milliseconds))
+            return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "delayed \(milliseconds) ms\n")))
+        }
+
+        group.get("bytes/:count") { request, context -> Response in
+            let count = try context.parameters.require("count", as: Int.self)
+            guard (0...Self.maximumBytes).contains(count) else { throw HTTPError(.badRequest, message: "count must be 0...\(Self.maximumBytes)") }
+            let chunked = request.uri.queryParameters["chunked"] == "1"
+            let body = ResponseBody(contentLength: chunked ? nil : count) { writer in
+                let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: min(count, 64 * 1024))
+                var left = count
+                while left > 0 {
+                    let size = min(left, chunk.readableBytes)
+                    try await writer.write(chunk.getSlice(at: 0, length: size) ?? chunk)
+                    left -= size
+                }
+                try await writer.finish(nil)
+            }
+            return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
+        }
+
+        for method in [HTTPRequest.Method.get, .post] {
+            group.on("redirect", method: method) { _, _ -> Response in
+                Response(status: .found, headers: [.location: "/test/echo"], body: .init(byteBuffer: ByteBuffer(string: "moved\n")))
+            }
+        }
+
+        group.get("close-after-headers") { _, _ -> Response in
+            // Promise 1000 bytes, send 10, then fail: the server closes the connection mid-body.
+            let body = ResponseBody(contentLength: 1000) { writer in
+                try await writer.write(ByteBuffer(string: "0123456789"))
+                throw DevServerError("closing the connection after the headers on purpose")
+            }
+            return Response(status: .ok, body: body)
+        }
+
+        group.get("connections") { _, _ -> String in
+            "\(monitor.connectionCount)\n"
+        }
+    }
+
+    @Sendable func echo(request: Request, context: DevRequestContext) async throws -> Response {
+        let body = try await request.body.collect(upTo: 16 * 1024 * 1024)
+        var headers: [String: String] = [:]
+        for field in request.headers {
+            let name = field.name.canonicalName
+            headers[name] = headers[name].map { "\($0), \(field.value)" } ?? field.value
+        }
+        let reply = EchoReply(
+            method: request.method.rawValue,
+            uri: request.uri.description,
+            headers: headers,
+            body: Data(body.readableBytesView).base64EncodedString()
+        )
+        let json = try JSONEncoder().encode(reply)
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: json)))
+    }
+}

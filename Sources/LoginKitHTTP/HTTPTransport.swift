@@ -1,0 +1,45 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import HTTPTypes
+
+/// Sends one HTTP request and returns the whole response.
+///
+/// Every LoginKit layer above the wire depends on this protocol only, so tests can inject a mock
+/// (`MockHTTPTransport` in `LoginKitMocks`) and production code a `CurlHTTPClient`.
+///
+/// Concurrency contract: `send` may be called from any number of tasks at once. When the calling
+/// task is cancelled, an implementation stops the transfer promptly and throws `CancellationError`.
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` with an optional `body` and returns the response head and its body.
+    ///
+    /// - Throws: `NetworkError` when no complete response arrived (refused, timed out, TLS failure,
+    ///   response too large, transport shut down); `CancellationError` when the task was cancelled.
+    ///   A response with any status code, including 4xx and 5xx, is returned, not thrown.
+    func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data)
+}
+
+extension HTTPRequest {
+    /// A request for an absolute `http` or `https` URL string, e.g. `"https://id.example.com/token"`.
+    ///
+    /// Returns `nil` when the string is not an absolute http(s) URL with a host.
+    public init?(method: Method, url: String, headerFields: HTTPFields = [:]) {
+        guard let parsed = URLParts(url) else { return nil }
+        self.init(
+            method: method,
+            scheme: parsed.scheme,
+            authority: parsed.authority,
+            path: parsed.pathAndQuery,
+            headerFields: headerFields
+        )
+    }
+
+    /// The absolute URL string this request targets (`scheme://authority/path?query`), or `nil` when
+    /// scheme or authority is missing.
+    public var urlString: String? {
+        guard let scheme, let authority else { return nil }
+        return "\(scheme)://\(authority)\(path ?? "/")"
+    }
+}

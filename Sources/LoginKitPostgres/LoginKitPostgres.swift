@@ -1,0 +1,2 @@
+// LoginKitPostgres: PostgresTokenStore for fleets (issue 10).
+import LoginKit

@@ -1,0 +1,2 @@
+// LoginKitViewModel: LoginViewModel<Service> (issue 6).
+import LoginKit

@@ -1,0 +1,224 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+@testable import LoginKitCurl
+import LoginKitDevServer
+import LoginKitHTTP
+import Testing
+
+@Suite(.timeLimit(.minutes(2)))
+struct CurlHTTPClientTests {
+    @Test func roundTripsMethodHeadersAndBody() async throws {
+        try await withServerAndClient { server, client in
+            let payload = Data("{\"grant_type\":\"password\",\"bytes\":\"\u{00e9}\u{0000}\"}".utf8)
+            for method in [HTTPRequest.Method.post, .put, .patch, .delete] {
+                let (response, data) = try await client.send(
+                    method, server.url("/test/echo?q=1"),
+                    headers: [.contentType: "application/json", HTTPField.Name("X-Test")!: "value 1"],
+                    body: payload
+                )
+                #expect(response.status == .ok)
+                #expect(response.headerFields[.contentType] == "application/json")
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(echo.method == method.rawValue)
+                #expect(echo.uri == "/test/echo?q=1")
+                #expect(echo.headers["x-test"] == "value 1")
+                #expect(echo.headers["content-type"] == "application/json")
+                #expect(echo.headers["expect"] == nil)
+                #expect(echo.headers["user-agent"] == "LoginKit/0.1")
+                #expect(Data(base64Encoded: echo.body) == payload)
+            }
+            let (response, data) = try await client.send(.get, server.url("/test/echo"))
+            #expect(response.status == .ok)
+            let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+            #expect(echo.method == "GET")
+            #expect(echo.body.isEmpty)
+        }
+    }
+
+    @Test func aBodyWithoutContentTypeIsNotSentAsAForm() async throws {
+        try await withServerAndClient { server, client in
+            let (_, data) = try await client.send(.post, server.url("/test/echo"), body: Data("raw".utf8))
+            let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+            #expect(echo.headers["content-type"] == nil)
+            #expect(Data(base64Encoded: echo.body) == Data("raw".utf8))
+        }
+    }
+
+    @Test func returnsErrorStatusesAsResponses() async throws {
+        try await withServerAndClient { server, client in
+            for code in [400, 401, 404, 429, 500, 503] {
+                let (response, data) = try await client.send(.get, server.url("/test/status/\(code)"))
+                #expect(response.status.code == code)
+                #expect(String(decoding: data, as: UTF8.self) == "status \(code)\n")
+            }
+        }
+    }
+
+    @Test func sequentialRequestsReuseConnections() async throws {
+        try await withServerAndClient { server, client in
+            for _ in 0..<1000 {
+                let (response, _) = try await client.send(.get, server.url("/test/status/200"))
+                #expect(response.status == .ok)
+            }
+            #expect(server.monitor.requestCount(path: "/test/status/200") == 1000)
+            #expect(server.monitor.connectionCount <= 2)
+        }
+    }
+
+    @Test func concurrentRequestsEachGetTheirOwnBody() async throws {
+        try await withServerAndClient { server, client in
+            let url = server.url("/test/echo")
+            let mismatches = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<256 {
+                    group.addTask {
+                        let body = Data("request-\(index)-".utf8) + Data(repeating: UInt8(index % 256), count: index * 7)
+                        let (response, data) = try await client.send(.post, url, body: body)
+                        let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                        return response.status == .ok && Data(base64Encoded: echo.body) == body
+                    }
+                }
+                var mismatches = 0
+                for try await matched in group where !matched { mismatches += 1 }
+                return mismatches
+            }
+            #expect(mismatches == 0)
+            #expect(server.monitor.requestCount(path: "/test/echo") == 256)
+        }
+    }
+
+    @Test func cancellationIsPromptAndTheClientKeepsWorking() async throws {
+        try await withServerAndClient { server, client in
+            let arrivals = server.monitor.arrivals()
+            let url = server.url("/test/delay/30000")
+            let request = Task { try await client.send(.get, url) }
+            await awaitArrival(of: "/test/delay/30000", in: arrivals)
+            let cancelledAt = ContinuousClock.now
+            request.cancel()
+            let error = await errorThrown { try await request.value }
+            let elapsed = ContinuousClock.now - cancelledAt
+            #expect(error is CancellationError)
+            #expect(elapsed < .seconds(1))
+
+            let (response, _) = try await client.send(.get, server.url("/test/status/200"))
+            #expect(response.status == .ok)
+        }
+    }
+
+    @Test func aTaskCancelledBeforeSendingMakesNoRequest() async throws {
+        try await withServerAndClient { server, client in
+            let url = server.url("/test/status/200")
+            let task = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await client.send(.get, url)
+            }
+            let error = await errorThrown { try await task.value }
+            #expect(error is CancellationError)
+            #expect(server.monitor.requestCount(path: "/test/status/200") == 0)
+        }
+    }
+
+    @Test func totalTimeoutGivesATypedError() async throws {
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.totalTimeout = .milliseconds(300)
+        try await withServerAndClient(configuration: configuration) { server, client in
+            let error = await errorThrown { try await client.send(.get, server.url("/test/delay/10000")) }
+            let networkError = try #require(error as? NetworkError)
+            #expect(networkError.code == .timedOut)
+            #expect(networkError.transportCode == 28)
+        }
+    }
+
+    @Test func aRefusedConnectionGivesATypedError() async throws {
+        let stopped = try await DevServer.start(configuration: .quiet)
+        let url = stopped.url("/test/status/200")
+        await stopped.stop()
+        let client = try CurlHTTPClient()
+        let error = await errorThrown {
+            try await client.send(.post, url, headers: [.authorization: "Bearer secret-token-123"], body: Data("password=hunter2".utf8))
+        }
+        await client.shutdown()
+        let networkError = try #require(error as? NetworkError)
+        #expect(networkError.code == .connectFailed)
+        #expect(networkError.message.contains("127.0.0.1"))
+        for secret in ["secret-token-123", "hunter2", "/test/status"] {
+            #expect(!String(describing: networkError).contains(secret))
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func aBodyOverTheCapGivesTheTooLargeError(chunked: Bool) async throws {
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.maximumResponseSize = 100_000
+        try await withServerAndClient(configuration: configuration) { server, client in
+            let query = chunked ? "?chunked=1" : ""
+            let (response, data) = try await client.send(.get, server.url("/test/bytes/100000\(query)"))
+            #expect(response.status == .ok)
+            #expect(data.count == 100_000)
+
+            let error = await errorThrown { try await client.send(.get, server.url("/test/bytes/100001\(query)")) }
+            #expect((error as? NetworkError)?.code == .responseTooLarge)
+            let huge = await errorThrown { try await client.send(.get, server.url("/test/bytes/50000000\(query)")) }
+            #expect((huge as? NetworkError)?.code == .responseTooLarge)
+        }
+    }
+
+    @Test func redirectsAreNotFollowed() async throws {
+        try await withServerAndClient { server, client in
+            let (response, _) = try await client.send(.post, server.url("/test/redirect"), body: Data("secret".utf8))
+            #expect(response.status == .found)
+            #expect(response.headerFields[.location] == "/test/echo")
+            #expect(server.monitor.requestCount(path: "/test/echo") == 0)
+        }
+    }
+
+    @Test func plainHTTPToANonLoopbackHostIsRefusedBeforeAnyNetworkActivity() async throws {
+        let client = try CurlHTTPClient()
+        let error = await errorThrown { try await client.send(.get, "http://example.com/token") }
+        await client.shutdown()
+        let networkError = try #require(error as? NetworkError)
+        #expect(networkError.code == .insecureURL)
+        #expect(networkError.transportCode == nil)
+    }
+
+    @Test func aConnectionClosedMidBodyGivesConnectionLost() async throws {
+        try await withServerAndClient { server, client in
+            let error = await errorThrown { try await client.send(.get, server.url("/test/close-after-headers")) }
+            #expect((error as? NetworkError)?.code == .connectionLost)
+            let (response, _) = try await client.send(.get, server.url("/test/status/200"))
+            #expect(response.status == .ok)
+        }
+    }
+
+    @Test func shutdownFailsRequestsInFlightAndLaterOnes() async throws {
+        let server = try await DevServer.start(configuration: .quiet)
+        let client = try CurlHTTPClient()
+        let arrivals = server.monitor.arrivals()
+        let url = server.url("/test/delay/30000")
+        let requests = (0..<8).map { _ in Task { try await client.send(.get, url) } }
+        await awaitArrivals(of: "/test/delay/30000", count: 8, in: arrivals)
+        await client.shutdown()
+        for request in requests {
+            let error = await errorThrown { try await request.value }
+            #expect((error as? NetworkError)?.code == .shutdown)
+        }
+        let later = await errorThrown { try await client.send(.get, server.url("/test/status/200")) }
+        #expect((later as? NetworkError)?.code == .shutdown)
+        await client.shutdown()  // idempotent
+        await server.stop()
+    }
+
+    @Test func aReleasedClientEndsItsThread() async throws {
+        try await withServerAndClient { server, _ in
+            var client: CurlHTTPClient? = try CurlHTTPClient()
+            let driver = try #require(client?.driver)
+            let (response, _) = try #require(try await client?.send(.get, server.url("/test/status/200")))
+            #expect(response.status == .ok)
+            client = nil
+            await driver.waitUntilStopped()  // returns only once the driver thread has left its loop
+        }
+    }
+}

@@ -1,0 +1,81 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import LoginKitCurl
+import LoginKitDevServer
+import LoginKitHTTP
+import Testing
+
+/// Runs `body` with a fresh dev server and a client, and stops both whatever happens.
+func withServerAndClient<T>(
+    configuration: CurlHTTPClient.Configuration = .init(),
+    _ body: (DevServer, CurlHTTPClient) async throws -> T
+) async throws -> T {
+    let server = try await DevServer.start(configuration: .quiet)
+    let client: CurlHTTPClient
+    do {
+        client = try CurlHTTPClient(configuration: configuration)
+    } catch {
+        await server.stop()
+        throw error
+    }
+    do {
+        let result = try await body(server, client)
+        await client.shutdown()
+        await server.stop()
+        return result
+    } catch {
+        await client.shutdown()
+        await server.stop()
+        throw error
+    }
+}
+
+extension CurlHTTPClient {
+    /// Sends a request to a URL string; the test fails when the URL is not valid.
+    func send(
+        _ method: HTTPRequest.Method,
+        _ url: String,
+        headers: HTTPFields = [:],
+        body: Data? = nil
+    ) async throws -> (HTTPResponse, Data) {
+        let request = try #require(HTTPRequest(method: method, url: url, headerFields: headers))
+        return try await send(request, body: body)
+    }
+}
+
+/// Waits for the first arrival of `path` on a stream subscribed before the request was sent.
+func awaitArrival(of path: String, in arrivals: AsyncStream<String>) async {
+    for await arrived in arrivals where arrived == path { return }
+}
+
+/// Waits for `count` arrivals of `path`.
+func awaitArrivals(of path: String, count: Int, in arrivals: AsyncStream<String>) async {
+    var seen = 0
+    for await arrived in arrivals where arrived == path {
+        seen += 1
+        if seen == count { return }
+    }
+}
+
+/// Runs `operation` and returns the error it threw, or `nil`.
+func errorThrown<T>(by operation: () async throws -> T) async -> (any Error)? {
+    do {
+        _ = try await operation()
+        return nil
+    } catch {
+        return error
+    }
+}
+
+extension DevServer.Configuration {
+    /// A free loopback port, logging only what is critical (stopping by cancellation logs errors).
+    static var quiet: Self {
+        var configuration = Self()
+        configuration.logLevel = .critical
+        return configuration
+    }
+}
