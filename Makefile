@@ -32,7 +32,7 @@ demo: deps
 
 test: test-deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	LOGINKIT_REQUIRE_MOTO=1 scripts/with-moto.sh $(SWIFT) test --skip-build
 
 bench: deps
 	@echo "make bench: not implemented yet (see the benchmarks issue)"

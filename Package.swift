@@ -58,7 +58,7 @@ let package = Package(
         // The only module that imports COpenSSL.
         .target(
             name: "LoginKitJOSE",
-            dependencies: ["COpenSSL", "LoginKitHTTP"],
+            dependencies: ["COpenSSL", "LoginKitHTTP", .product(name: "HTTPTypes", package: "swift-http-types")],
             swiftSettings: strict
         ),
         .target(
@@ -107,6 +107,12 @@ let package = Package(
         ),
 
         .testTarget(name: "LoginKitHTTPTests", dependencies: ["LoginKitHTTP"], swiftSettings: strict),
+        .testTarget(
+            name: "LoginKitJOSETests",
+            dependencies: ["LoginKitJOSE", "LoginKitCurl", "LoginKitDevServer"],
+            resources: [.copy("Vectors")],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "LoginKitTests",
             dependencies: ["LoginKit", "LoginKitDevServer"],

@@ -15,17 +15,9 @@
 #include <openssl/ecdsa.h>
 #include <openssl/x509.h>
 
-static inline int loginkit_evp_pkey_ctx_set_rsa_padding(EVP_PKEY_CTX *ctx, int padding) {
-    return EVP_PKEY_CTX_set_rsa_padding(ctx, padding);
-}
-
-static inline int loginkit_evp_pkey_ctx_set_rsa_pss_saltlen(EVP_PKEY_CTX *ctx, int length) {
-    return EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx, length);
-}
-
-static inline int loginkit_evp_pkey_ctx_set_rsa_keygen_bits(EVP_PKEY_CTX *ctx, int bits) {
-    return EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, bits);
-}
+/// EVP_PKEY_fromdata selections (composite macros Swift does not import).
+static const int loginkit_evp_pkey_public_key = EVP_PKEY_PUBLIC_KEY;
+static const int loginkit_evp_pkey_keypair = EVP_PKEY_KEYPAIR;
 
 static inline int loginkit_evp_cipher_ctx_set_gcm_ivlen(EVP_CIPHER_CTX *ctx, int length) {
     return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, length, NULL);

@@ -92,6 +92,22 @@ public final class CurlHTTPClient: HTTPTransport {
         }
     }
 
+    /// Starts a client, runs `body` with it, and shuts the client down whatever `body` does.
+    public static func withClient<T>(
+        configuration: Configuration = Configuration(),
+        _ body: (CurlHTTPClient) async throws -> T
+    ) async throws -> T {
+        let client = try CurlHTTPClient(configuration: configuration)
+        do {
+            let result = try await body(client)
+            await client.shutdown()
+            return result
+        } catch {
+            await client.shutdown()
+            throw error
+        }
+    }
+
     /// Stops the client: requests in flight fail with ``NetworkError/Code/shutdown``, later ones
     /// are refused, and the driver thread ends before this returns. Calling it again is harmless.
     public func shutdown() async {

@@ -24,6 +24,14 @@ public final class DevServer: Sendable {
 
         /// The default configuration: 127.0.0.1, a free port.
         public init() {}
+
+        /// 127.0.0.1, a free port, and only critical log lines (stopping by cancellation makes
+        /// Hummingbird log errors that say nothing about the test).
+        public static var quiet: Configuration {
+            var configuration = Configuration()
+            configuration.logLevel = .critical
+            return configuration
+        }
     }
 
     /// The port the server listens on.
@@ -80,6 +88,22 @@ public final class DevServer: Sendable {
         case .failure(let error):
             runTask.cancel()
             await runTask.value
+            throw error
+        }
+    }
+
+    /// Starts a server, runs `body` with it, and stops it whatever `body` does.
+    public static func withServer<T>(
+        configuration: Configuration = .quiet,
+        _ body: (DevServer) async throws -> T
+    ) async throws -> T {
+        let server = try await start(configuration: configuration)
+        do {
+            let result = try await body(server)
+            await server.stop()
+            return result
+        } catch {
+            await server.stop()
             throw error
         }
     }

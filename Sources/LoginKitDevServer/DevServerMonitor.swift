@@ -8,6 +8,26 @@ public final class DevServerMonitor: Sendable {
         var requestsByPath: [String: Int] = [:]
         var subscribers: [Int: AsyncStream<String>.Continuation] = [:]
         var nextSubscriber = 0
+        var testKeySet = TestKeySet(json: #"{"keys":[]}"#, cacheControl: nil)
+    }
+
+    /// What `/test/jwks` serves: a JWKS document and an optional `Cache-Control` header.
+    public struct TestKeySet: Sendable {
+        /// The JWKS JSON text.
+        public var json: String
+        /// The `Cache-Control` header value, if any.
+        public var cacheControl: String?
+
+        public init(json: String, cacheControl: String? = nil) {
+            self.json = json
+            self.cacheControl = cacheControl
+        }
+    }
+
+    /// The key set `/test/jwks` serves; change it to simulate a key rotation.
+    public var testKeySet: TestKeySet {
+        get { state.withLock { $0.testKeySet } }
+        set { state.withLock { $0.testKeySet = newValue } }
     }
     private let state = Mutex(State())
 

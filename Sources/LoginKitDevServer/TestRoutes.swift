@@ -79,6 +79,13 @@ struct TestRoutes {
             return Response(status: .ok, body: body)
         }
 
+        group.get("jwks") { _, _ -> Response in
+            let keySet = monitor.testKeySet
+            var headers: HTTPFields = [.contentType: "application/jwk-set+json"]
+            if let cacheControl = keySet.cacheControl { headers[.cacheControl] = cacheControl }
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: keySet.json)))
+        }
+
         group.get("connections") { _, _ -> String in
             "\(monitor.connectionCount)\n"
         }

@@ -20,19 +20,11 @@ struct DemoCommand: AsyncParsableCommand {
     )
 
     func run() async throws {
-        var serverConfiguration = DevServer.Configuration()
-        serverConfiguration.logLevel = .critical
-        let server = try await DevServer.start(configuration: serverConfiguration)
-        let client = try CurlHTTPClient()
-        do {
-            try await tour(server: server, client: client)
-        } catch {
-            await client.shutdown()
-            await server.stop()
-            throw error
+        try await DevServer.withServer { server in
+            try await CurlHTTPClient.withClient { client in
+                try await tour(server: server, client: client)
+            }
         }
-        await client.shutdown()
-        await server.stop()
     }
 
     private func tour(server: DevServer, client: CurlHTTPClient) async throws {

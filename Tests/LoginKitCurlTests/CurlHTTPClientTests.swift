@@ -133,9 +133,7 @@ struct CurlHTTPClientTests {
     }
 
     @Test func aRefusedConnectionGivesATypedError() async throws {
-        let stopped = try await DevServer.start(configuration: .quiet)
-        let url = stopped.url("/test/status/200")
-        await stopped.stop()
+        let url = try await DevServer.withServer { $0.url("/test/status/200") }
         let client = try CurlHTTPClient()
         let error = await errorThrown {
             try await client.send(.post, url, headers: [.authorization: "Bearer secret-token-123"], body: Data("password=hunter2".utf8))

@@ -14,23 +14,10 @@ func withServerAndClient<T>(
     configuration: CurlHTTPClient.Configuration = .init(),
     _ body: (DevServer, CurlHTTPClient) async throws -> T
 ) async throws -> T {
-    let server = try await DevServer.start(configuration: .quiet)
-    let client: CurlHTTPClient
-    do {
-        client = try CurlHTTPClient(configuration: configuration)
-    } catch {
-        await server.stop()
-        throw error
-    }
-    do {
-        let result = try await body(server, client)
-        await client.shutdown()
-        await server.stop()
-        return result
-    } catch {
-        await client.shutdown()
-        await server.stop()
-        throw error
+    try await DevServer.withServer { server in
+        try await CurlHTTPClient.withClient(configuration: configuration) { client in
+            try await body(server, client)
+        }
     }
 }
 
@@ -71,11 +58,3 @@ func errorThrown<T>(by operation: () async throws -> T) async -> (any Error)? {
     }
 }
 
-extension DevServer.Configuration {
-    /// A free loopback port, logging only what is critical (stopping by cancellation logs errors).
-    static var quiet: Self {
-        var configuration = Self()
-        configuration.logLevel = .critical
-        return configuration
-    }
-}

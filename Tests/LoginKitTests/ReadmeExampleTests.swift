@@ -11,18 +11,10 @@ import Testing
 /// example stops compiling or working, this fails.
 @Suite struct ReadmeExampleTests {
     @Test func theReadmeTransportExampleWorks() async throws {
-        var serverConfiguration = DevServer.Configuration()
-        serverConfiguration.logLevel = .critical
-        let server = try await DevServer.start(configuration: serverConfiguration)
-        let tokenURL = server.url("/test/echo")
-        do {
-            let status = try await readmeExample(tokenURL: tokenURL)
-            #expect(status == 200)
-        } catch {
-            await server.stop()
-            throw error
+        let status = try await DevServer.withServer { server in
+            try await readmeExample(tokenURL: server.url("/test/echo"))
         }
-        await server.stop()
+        #expect(status == 200)
     }
 
     private func readmeExample(tokenURL: String) async throws -> Int {

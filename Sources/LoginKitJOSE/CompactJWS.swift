@@ -1,0 +1,91 @@
+/// A compact-serialised JWS (`header.payload.signature`, RFC 7515 §7.1), parsed but not verified.
+///
+/// Parsing is strict and bounded: at most ``defaultMaximumLength`` characters (checked before any
+/// decoding), exactly three parts, strict base64url, a strictly valid JSON header object with a
+/// string `alg`, and no `crit` extensions (none are understood, so RFC 7515 §4.1.11 requires refusal).
+public struct CompactJWS: Sendable {
+    /// The longest token accepted by default: 64 KiB. ID tokens are a few KiB.
+    public static let defaultMaximumLength = 64 * 1024
+
+    /// The protected header.
+    public let header: [String: JSONValue]
+    /// The header's `alg`, as written.
+    public let algorithmName: String
+    /// The header's `kid`, when present.
+    public let keyID: String?
+    /// The decoded payload bytes.
+    public let payload: [UInt8]
+    /// The decoded signature bytes.
+    public let signature: [UInt8]
+    /// The bytes that were signed: ASCII `base64url(header) "." base64url(payload)`.
+    public let signingInput: [UInt8]
+
+    /// Parses `token`.
+    ///
+    /// - Throws: `TokenVerificationError` `.malformed`.
+    public init(parsing token: some StringProtocol, maximumLength: Int = defaultMaximumLength) throws(TokenVerificationError) {
+        let utf8 = token.utf8
+        guard utf8.count <= maximumLength else {
+            throw TokenVerificationError(.malformed, "the token is longer than \(maximumLength) bytes")
+        }
+        let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 3 else {
+            throw TokenVerificationError(.malformed, "a compact JWS has exactly three dot-separated parts, this has \(parts.count)")
+        }
+        guard let headerBytes = Base64URL.decode(utf8: parts[0]), !headerBytes.isEmpty else {
+            throw TokenVerificationError(.malformed, "the header is not valid base64url")
+        }
+        guard let payload = Base64URL.decode(utf8: parts[1]) else {
+            throw TokenVerificationError(.malformed, "the payload is not valid base64url")
+        }
+        guard let signature = Base64URL.decode(utf8: parts[2]) else {
+            throw TokenVerificationError(.malformed, "the signature is not valid base64url")
+        }
+        let headerValue: JSONValue
+        do {
+            headerValue = try JSONValue.parse(headerBytes)
+        } catch {
+            throw TokenVerificationError(.malformed, "the header is not valid JSON: \(error)", underlying: error)
+        }
+        guard let header = headerValue.objectValue else {
+            throw TokenVerificationError(.malformed, "the header is not a JSON object")
+        }
+        guard let algorithmName = header["alg"]?.stringValue else {
+            throw TokenVerificationError(.malformed, "the header has no string \"alg\"")
+        }
+        var keyID: String?
+        if let kid = header["kid"] {
+            guard let text = kid.stringValue else { throw TokenVerificationError(.malformed, "the header's \"kid\" is not a string") }
+            keyID = text
+        }
+        if header["crit"] != nil {
+            throw TokenVerificationError(.malformed, "the header lists critical extensions (\"crit\"), none of which are supported")
+        }
+        self.header = header
+        self.algorithmName = algorithmName
+        self.keyID = keyID
+        self.payload = payload
+        self.signature = signature
+        self.signingInput = Array(parts[0]) + [UInt8(ascii: ".")] + Array(parts[1])
+    }
+
+    /// Signs `payload` with `key` and returns the compact serialisation. The header gets `alg`,
+    /// `kid` and any `extraHeader` members (`typ`, …).
+    public static func sign(
+        payload: [UInt8], with key: SigningKey, extraHeader: [String: JSONValue] = [:]
+    ) throws(CryptoError) -> String {
+        var header = extraHeader
+        header["alg"] = .string(key.algorithm.rawValue)
+        header["kid"] = .string(key.keyID)
+        let signingInput = Base64URL.encode(Array(JSONValue.object(header).serialized.utf8)) + "." + Base64URL.encode(payload)
+        let signature = try key.sign(Array(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature)
+    }
+
+    /// Checks the signature with `key` for `algorithm`; `false` when it does not verify or the key
+    /// does not fit the algorithm.
+    public func hasValidSignature(key: JWK, algorithm: JWSAlgorithm) -> Bool {
+        guard key.canVerify(algorithm) else { return false }
+        return key.key.verify(signature: signature, over: signingInput, algorithm: algorithm)
+    }
+}

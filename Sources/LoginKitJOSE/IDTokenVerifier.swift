@@ -1,0 +1,155 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+
+/// Where a verifier gets its keys.
+public protocol JWKSProvider: Sendable {
+    /// The keys that may verify a token signed with `algorithm` whose header names `keyID`.
+    /// A provider that fetches may refetch once when none match (a key rotation).
+    ///
+    /// - Throws: `TokenVerificationError` `.keySetUnavailable` when no key set can be had.
+    func candidates(keyID: String?, algorithm: JWSAlgorithm) async throws(TokenVerificationError) -> [JWK]
+}
+
+/// A fixed key set, for servers configured with their issuer's keys and for tests.
+public struct StaticJWKS: JWKSProvider {
+    /// The keys.
+    public let keySet: JWKSet
+
+    public init(_ keySet: JWKSet) {
+        self.keySet = keySet
+    }
+
+    public func candidates(keyID: String?, algorithm: JWSAlgorithm) async throws(TokenVerificationError) -> [JWK] {
+        keySet.candidates(keyID: keyID, algorithm: algorithm)
+    }
+}
+
+/// Verifies ID tokens (and other JWTs): shape, algorithm, key, signature, then claims.
+///
+/// Order matters: claims are only looked at once the signature holds. Checks, with `leeway` applied
+/// to every time comparison:
+/// - `alg` in `allowedAlgorithms` (never `none`, never an HMAC);
+/// - a key whose `kid` matches the header's (when the header has no `kid`, the key set must offer
+///   exactly one suitable key), whose type fits `alg`, and whose own `alg`/`use` allow it;
+/// - `iss` == `issuer`; `aud` contains `audience`, and when `aud` has several values `azp` must be
+///   present and equal `audience` (OIDC Core §3.1.3.7); `exp` present and `now < exp + leeway`;
+///   `nbf` (if present) `now >= nbf - leeway`; `iat` (required unless `requiresIssuedAt` is off)
+///   `iat <= now + leeway`; `nonce` equal to the one sent, when one was sent.
+///
+/// Concurrency contract: a value type; `verify` may run concurrently from any number of tasks.
+public struct IDTokenVerifier: Sendable {
+    /// What tokens must look like.
+    public struct Configuration: Sendable {
+        /// The expected `iss`, exactly.
+        public var issuer: String
+        /// The expected audience: the client ID for ID tokens.
+        public var audience: String
+        /// Algorithms accepted. Default: every supported asymmetric algorithm.
+        public var allowedAlgorithms: Set<JWSAlgorithm> = JWSAlgorithm.standard
+        /// Allowed clock skew for `exp`, `nbf` and `iat`. Default 60 s.
+        public var leeway: Duration = .seconds(60)
+        /// Whether `iat` must be present (OIDC requires it for ID tokens). Default `true`.
+        public var requiresIssuedAt: Bool = true
+        /// The longest token accepted. Default 64 KiB.
+        public var maximumTokenLength: Int = CompactJWS.defaultMaximumLength
+
+        public init(issuer: String, audience: String) {
+            self.issuer = issuer
+            self.audience = audience
+        }
+    }
+
+    /// The rules.
+    public let configuration: Configuration
+    private let keys: any JWKSProvider
+    private let now: @Sendable () -> Date
+
+    /// A verifier with keys from `keys` and the time from `now` (inject a fixed clock in tests).
+    public init(configuration: Configuration, keys: any JWKSProvider, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.configuration = configuration
+        self.keys = keys
+        self.now = now
+    }
+
+    /// Verifies `token` and returns its claims.
+    ///
+    /// - Parameter nonce: the nonce sent in the authentication request, if any.
+    /// - Throws: `TokenVerificationError` with the code of the first check that failed.
+    public func verify(_ token: some StringProtocol, nonce: String? = nil) async throws(TokenVerificationError) -> VerifiedJWT {
+        let jws = try CompactJWS(parsing: token, maximumLength: configuration.maximumTokenLength)
+        let algorithm = try allowedAlgorithm(jws.algorithmName)
+        let candidates = try await keys.candidates(keyID: jws.keyID, algorithm: algorithm)
+        guard !candidates.isEmpty else {
+            throw TokenVerificationError(
+                .unknownKey,
+                jws.keyID.map { "the issuer's key set has no \(algorithm) key with kid \"\($0)\"" }
+                    ?? "the issuer's key set has no \(algorithm) key"
+            )
+        }
+        if jws.keyID == nil && candidates.count > 1 {
+            throw TokenVerificationError(.unknownKey, "the token names no kid and the key set has \(candidates.count) possible keys")
+        }
+        guard candidates.contains(where: { jws.hasValidSignature(key: $0, algorithm: algorithm) }) else {
+            throw TokenVerificationError(.badSignature, "the \(algorithm) signature does not verify with the issuer's key")
+        }
+        let claims = try JWTClaims(payload: jws.payload)
+        try check(claims, nonce: nonce)
+        return VerifiedJWT(jws: jws, claims: claims, algorithm: algorithm)
+    }
+
+    private func allowedAlgorithm(_ name: String) throws(TokenVerificationError) -> JWSAlgorithm {
+        if name.lowercased() == "none" {
+            throw TokenVerificationError(.algorithmNotAllowed, "unsigned tokens (alg \"none\") are never accepted")
+        }
+        if name.uppercased().hasPrefix("HS") {
+            throw TokenVerificationError(.algorithmNotAllowed, "HMAC (\(name)) is refused: the issuer's keys are public keys")
+        }
+        guard let algorithm = JWSAlgorithm(rawValue: name) else {
+            throw TokenVerificationError(.algorithmNotAllowed, "unsupported algorithm \"\(name)\"")
+        }
+        guard configuration.allowedAlgorithms.contains(algorithm) else {
+            throw TokenVerificationError(.algorithmNotAllowed, "\(algorithm) is not in the allowed algorithms")
+        }
+        return algorithm
+    }
+
+    /// Checks the claims of a token whose signature already verified.
+    public func check(_ claims: JWTClaims, nonce: String? = nil) throws(TokenVerificationError) {
+        guard let issuer = claims.issuer else { throw TokenVerificationError(.wrongIssuer, "the token has no \"iss\" claim") }
+        guard issuer == configuration.issuer else {
+            throw TokenVerificationError(.wrongIssuer, "the token was issued by \"\(issuer)\", expected \"\(configuration.issuer)\"")
+        }
+        guard claims.audience.contains(configuration.audience) else {
+            throw TokenVerificationError(.wrongAudience, "the token is not meant for \"\(configuration.audience)\"")
+        }
+        if claims.audience.count > 1 || claims.authorizedParty != nil {
+            guard claims.authorizedParty == configuration.audience else {
+                throw TokenVerificationError(.wrongAudience, "the token has several audiences and its \"azp\" is not \"\(configuration.audience)\"")
+            }
+        }
+        let current = now().timeIntervalSince1970
+        let leeway = configuration.leeway.seconds
+        guard let expiresAt = claims.expiresAt else { throw TokenVerificationError(.malformed, "the token has no \"exp\" claim") }
+        guard current < expiresAt + leeway else {
+            throw TokenVerificationError(.expired, "the token expired \(Int(current - expiresAt)) s ago")
+        }
+        if let notBefore = claims.notBefore, current < notBefore - leeway {
+            throw TokenVerificationError(.notYetValid, "the token is not valid for another \(Int(notBefore - current)) s")
+        }
+        if let issuedAt = claims.issuedAt {
+            guard issuedAt <= current + leeway else {
+                throw TokenVerificationError(.issuedInFuture, "the token was issued \(Int(issuedAt - current)) s in the future; check the clock")
+            }
+        } else if configuration.requiresIssuedAt {
+            throw TokenVerificationError(.malformed, "the token has no \"iat\" claim")
+        }
+        if let nonce {
+            guard claims.nonce == nonce else {
+                throw TokenVerificationError(.nonceMismatch, "the token's nonce does not match the one sent")
+            }
+        }
+    }
+}

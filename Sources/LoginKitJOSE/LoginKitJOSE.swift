@@ -1,1 +1,0 @@
-// LoginKitJOSE: base64url, JWS/JWT, JWK/JWKS, signatures and AES-256-GCM over OpenSSL (issue 3).

@@ -1,0 +1,64 @@
+/// A token failed verification: its shape, signature, key or claims.
+///
+/// Match on `code`. `message` says what failed and never contains the token, a key or a claim
+/// value that could be a secret (issuers and audiences are named; they are public).
+public struct TokenVerificationError: Error, Sendable, CustomStringConvertible {
+    /// Why verification failed. New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case malformed, algorithmNotAllowed, unknownKey, badSignature, expired, notYetValid
+            case issuedInFuture, wrongIssuer, wrongAudience, nonceMismatch, keySetUnavailable
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// Not a well-formed compact JWS / JWT: bad base64url, bad JSON, missing or mistyped claims, too large.
+        public static let malformed = Code(.malformed)
+        /// The header's `alg` is `none`, an HMAC, unknown, or not in the caller's allow-list.
+        public static let algorithmNotAllowed = Code(.algorithmNotAllowed)
+        /// No key in the issuer's key set matches the header's `kid` (even after one refetch).
+        public static let unknownKey = Code(.unknownKey)
+        /// The signature does not verify with the key.
+        public static let badSignature = Code(.badSignature)
+        /// `exp` has passed (beyond the leeway).
+        public static let expired = Code(.expired)
+        /// `nbf` is still ahead (beyond the leeway).
+        public static let notYetValid = Code(.notYetValid)
+        /// `iat` is in the future (beyond the leeway).
+        public static let issuedInFuture = Code(.issuedInFuture)
+        /// `iss` is not the expected issuer.
+        public static let wrongIssuer = Code(.wrongIssuer)
+        /// `aud` does not contain the expected audience, or `azp` does not match it.
+        public static let wrongAudience = Code(.wrongAudience)
+        /// `nonce` is missing or differs from the one sent.
+        public static let nonceMismatch = Code(.nonceMismatch)
+        /// The issuer's key set could not be fetched or parsed.
+        public static let keySetUnavailable = Code(.keySetUnavailable)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// What failed.
+    public let code: Code
+    /// A readable sentence: what failed and what to do next.
+    public let message: String
+    /// The error underneath (a `NetworkError` for `keySetUnavailable`, a `JSONParseError`…).
+    public let underlying: (any Error)?
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
+
+    public init(
+        _ code: Code, _ message: String, underlying: (any Error)? = nil,
+        file: String = #fileID, line: Int = #line
+    ) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "TokenVerificationError(\(code)): \(message)" }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import LoginKitJOSE
+import Synchronization
+import Testing
+
+/// A wall clock the test moves by hand.
+final class TestWallClock: Sendable {
+    private let current: Mutex<Date>
+
+    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
+        current = Mutex(start)
+    }
+
+    var now: Date { current.withLock { $0 } }
+
+    func advance(by seconds: Double) {
+        current.withLock { $0 = $0.addingTimeInterval(seconds) }
+    }
+
+    /// The closure verifiers take.
+    var reader: @Sendable () -> Date { { self.now } }
+}
+
+/// Signs `claims` with `key`.
+func signedToken(_ claims: [String: JSONValue], key: SigningKey, header: [String: JSONValue] = [:]) throws -> String {
+    try CompactJWS.sign(payload: Array(JSONValue.object(claims).serialized.utf8), with: key, extraHeader: header)
+}
+
+/// Standard ID-token claims valid at `now`.
+func idTokenClaims(now: Date, issuer: String = "https://issuer.test", audience: JSONValue = .string("client-1")) -> [String: JSONValue] {
+    let seconds = Int(now.timeIntervalSince1970)
+    return [
+        "iss": .string(issuer), "sub": .string("user-1"), "aud": audience,
+        "iat": .number("\(seconds)"), "exp": .number("\(seconds + 300)"),
+    ]
+}
+
+/// The error a throwing async call threw, or nil.
+func thrownError<T>(_ operation: () async throws -> T) async -> (any Error)? {
+    do {
+        _ = try await operation()
+        return nil
+    } catch {
+        return error
+    }
+}
+
+/// The verification error code a call threw, or nil.
+func verificationCode<T>(_ operation: () async throws -> T) async -> TokenVerificationError.Code? {
+    (await thrownError(operation) as? TokenVerificationError)?.code
+}
