@@ -106,6 +106,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The child process of the multi-process store and refresh tests.
+        .executableTarget(
+            name: "loginkit-test-helper",
+            dependencies: ["LoginKit"],
+            path: "Tests/TestHelper",
+            swiftSettings: strict
+        ),
+
         .testTarget(name: "LoginKitHTTPTests", dependencies: ["LoginKitHTTP"], swiftSettings: strict),
         .testTarget(
             name: "LoginKitJOSETests",

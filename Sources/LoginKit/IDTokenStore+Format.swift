@@ -1,0 +1,138 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import LoginKitJOSE
+
+/// The store file, version 1 (docs/storage.md):
+///
+///     {"format": "loginkit.tokens", "version": 1, "profiles": {"default": {…}}}
+///     {"format": "loginkit.tokens", "version": 1, "sealed": {"alg": "A256GCM", "box": "<base64url>"}}
+///
+/// The sealed box holds `{"profiles": {…}}`, with the associated data `loginkit.tokens/v1`.
+enum StoreFormat {
+    static let formatName = "loginkit.tokens"
+    static let currentVersion = 1
+    static let associatedData = Array("loginkit.tokens/v1".utf8)
+
+    struct Header: Decodable {
+        let format: String
+        let version: Int
+    }
+
+    struct PlainDocument: Codable {
+        var format = StoreFormat.formatName
+        var version = StoreFormat.currentVersion
+        var profiles: [String: StoredProfile]
+    }
+
+    struct SealedDocument: Codable {
+        struct Sealed: Codable {
+            var alg: String
+            var box: String
+        }
+        var format = StoreFormat.formatName
+        var version = StoreFormat.currentVersion
+        var sealed: Sealed
+    }
+
+    struct SealedContents: Codable {
+        var profiles: [String: StoredProfile]
+    }
+
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return decoder
+    }
+
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        return encoder
+    }
+
+    /// Whether a file's bytes are sealed (decided from the document, before any key is involved).
+    static func isSealed(_ bytes: [UInt8]) -> Bool {
+        (try? JSONValue.parse(bytes))?["sealed"] != nil
+    }
+
+    static func decode(_ bytes: [UInt8], path: String, key: SymmetricKey?) throws(TokenStoreError) -> [String: StoredProfile] {
+        let data = Data(bytes)
+        let header: Header
+        do {
+            header = try decoder().decode(Header.self, from: data)
+        } catch {
+            throw TokenStoreError(.corrupt, path: path, "\(path) is not a LoginKit token store (no format header); it is kept, and the next save moves it aside")
+        }
+        guard header.format == formatName else {
+            throw TokenStoreError(.corrupt, path: path, "\(path) has format \"\(header.format)\", not \(formatName)")
+        }
+        guard header.version <= currentVersion else {
+            throw TokenStoreError(
+                .unsupportedVersion, path: path,
+                "\(path) was written by a newer LoginKit (format version \(header.version), this one reads \(currentVersion)); upgrade LoginKit — the file is left untouched"
+            )
+        }
+        guard header.version >= 1 else {
+            throw TokenStoreError(.corrupt, path: path, "\(path) has an invalid format version \(header.version)")
+        }
+        if isSealed(bytes) {
+            let document: SealedDocument
+            do {
+                document = try decoder().decode(SealedDocument.self, from: data)
+            } catch {
+                throw TokenStoreError(.corrupt, path: path, "\(path) has a damaged sealed section")
+            }
+            guard let key else {
+                throw TokenStoreError(.sealedWithoutKey, path: path, "\(path) is sealed; set LOGINKIT_STORE_KEY (or the key file) to the key it was sealed with")
+            }
+            guard document.sealed.alg == "A256GCM", let box = Base64URL.decode(document.sealed.box) else {
+                throw TokenStoreError(.corrupt, path: path, "\(path) has a sealed section LoginKit cannot read")
+            }
+            let plaintext: [UInt8]
+            do {
+                plaintext = try AESGCM.open(box, key: key, associatedData: associatedData)
+            } catch {
+                throw TokenStoreError(.wrongKey, path: path, "\(path) does not open with the configured key (wrong key, or the file was altered); it is left untouched")
+            }
+            do {
+                return try decoder().decode(SealedContents.self, from: Data(plaintext)).profiles
+            } catch {
+                throw TokenStoreError(.corrupt, path: path, "\(path) opened but its contents are damaged")
+            }
+        }
+        do {
+            return try decoder().decode(PlainDocument.self, from: data).profiles
+        } catch {
+            throw TokenStoreError(.corrupt, path: path, "\(path) is damaged (\(Self.describe(error))); it is kept, and the next save moves it aside")
+        }
+    }
+
+    static func encode(_ profiles: [String: StoredProfile], path: String, key: SymmetricKey?) throws(TokenStoreError) -> [UInt8] {
+        do {
+            if let key {
+                let contents = try encoder().encode(SealedContents(profiles: profiles))
+                let box = try AESGCM.seal(Array(contents), key: key, associatedData: associatedData)
+                return Array(try encoder().encode(SealedDocument(sealed: .init(alg: "A256GCM", box: Base64URL.encode(box))))) + [0x0A]
+            }
+            return Array(try encoder().encode(PlainDocument(profiles: profiles))) + [0x0A]
+        } catch {
+            throw TokenStoreError(.io, path: path, "could not encode the token store: \(error)")
+        }
+    }
+
+    /// A decoding error's shape, without any value from the file (which may be a token).
+    private static func describe(_ error: any Error) -> String {
+        guard let decodingError = error as? DecodingError else { return "not valid JSON" }
+        switch decodingError {
+        case .keyNotFound(let key, _): return "missing \"\(key.stringValue)\""
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "wrong type at \(context.codingPath.map(\.stringValue).joined(separator: "."))"
+        case .dataCorrupted: return "not valid JSON"
+        @unknown default: return "not valid JSON"
+        }
+    }
+}

@@ -1,0 +1,34 @@
+/// A `TokenStore` in memory: the same semantics as `IDTokenStore` minus the disk and the other
+/// processes. For tests, and for servers that want no token on disk.
+public final class InMemoryTokenStore: TokenStore {
+    private let lock = AsyncLock()
+    private let storage: Storage
+
+    private actor Storage {
+        var profiles: [String: StoredProfile]
+        init(_ profiles: [String: StoredProfile]) { self.profiles = profiles }
+        func replace(with profiles: [String: StoredProfile]) { self.profiles = profiles }
+    }
+
+    /// A store holding `profiles`.
+    public init(profiles: [String: StoredProfile] = [:]) {
+        storage = Storage(profiles)
+    }
+
+    public func profile(named name: String) async throws -> StoredProfile? {
+        await storage.profiles[name]
+    }
+
+    public func profileNames() async throws -> [String] {
+        await storage.profiles.keys.sorted()
+    }
+
+    public nonisolated(nonsending) func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+        try await lock.withLock {
+            var transaction = TokenStoreTransaction(profiles: await storage.profiles)
+            let result = try await body(&transaction)
+            if transaction.hasChanges { await storage.replace(with: transaction.profiles) }
+            return result
+        }
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import LoginKit
+import LoginKitJOSE
+import Testing
+
+@Suite(.timeLimit(.minutes(2)))
+struct IDTokenStoreTests {
+    @Test func roundTripsProfiles() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/state/loginkit/tokens.json"
+            let store = try IDTokenStore(path: path, sealing: .none)
+            #expect(try await store.profile(named: "default") == nil)
+            try await store.save(sampleProfile(1), as: "default")
+            try await store.save(sampleProfile(2), as: "work")
+            #expect(try await store.profile(named: "default") == sampleProfile(1))
+            #expect(try await store.profileNames() == ["default", "work"])
+
+            let reopened = try IDTokenStore(path: path, sealing: .none)
+            #expect(try await reopened.profile(named: "work") == sampleProfile(2))
+            try await reopened.removeProfile(named: "work")
+            #expect(try await store.profileNames() == ["default"])  // the other instance notices the change
+        }
+    }
+
+    @Test func createsPrivateDirectoriesAndFiles() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/a/b/tokens.json"
+            try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(), as: "default")
+            #expect(try mode(of: directory + "/a/b") == 0o700)
+            #expect(try mode(of: path) == 0o600)
+            #expect(try mode(of: path + ".lock") == 0o600)
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory + "/a/b").filter { $0.contains(".tmp-") }
+            #expect(leftovers.isEmpty)
+        }
+    }
+
+    @Test(arguments: [0o640, 0o604, 0o644, 0o660])
+    func refusesFilesOthersCanRead(_ permissions: Int) async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let store = try IDTokenStore(path: path, sealing: .none)
+            try await store.save(sampleProfile(), as: "default")
+            try FileManager.default.setAttributes([.posixPermissions: permissions], ofItemAtPath: path)
+            let error = try #require(await thrown { try await IDTokenStore(path: path, sealing: .none).profile(named: "default") } as? TokenStoreError)
+            #expect(error.code == .insecurePermissions)
+            #expect(error.message.contains("chmod 600 \(path)"))
+            let saveError = try #require(await thrown { try await store.save(sampleProfile(2), as: "default") } as? TokenStoreError)
+            #expect(saveError.code == .insecurePermissions)
+        }
+    }
+
+    @Test func refusesADirectoryOthersCanWrite() async throws {
+        try await withTemporaryDirectory { directory in
+            let shared = directory + "/shared"
+            try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
+            try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: shared)
+            let error = try #require(await thrown { try await IDTokenStore(path: shared + "/tokens.json", sealing: .none).save(sampleProfile(), as: "x") } as? TokenStoreError)
+            #expect(error.code == .insecurePermissions)
+            #expect(error.message.contains("chmod 700"))
+        }
+    }
+
+    @Test func refusesANewerFormatAndLeavesItAlone() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let newer = Data(#"{"format":"loginkit.tokens","version":2,"profiles":{},"future":true}"#.utf8)
+            #expect(FileManager.default.createFile(atPath: path, contents: newer, attributes: [.posixPermissions: 0o600]))
+            let store = try IDTokenStore(path: path, sealing: .none)
+            #expect((await thrown { try await store.profile(named: "default") } as? TokenStoreError)?.code == .unsupportedVersion)
+            #expect((await thrown { try await store.save(sampleProfile(), as: "default") } as? TokenStoreError)?.code == .unsupportedVersion)
+            #expect(FileManager.default.contents(atPath: path) == newer)
+        }
+    }
+
+    @Test func aCorruptFileThrowsAndIsMovedAsideOnTheNextSave() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let garbage = Data(#"{"format":"loginkit.tokens","version":1,"profiles":{"default":{"credenti"#.utf8)
+            #expect(FileManager.default.createFile(atPath: path, contents: garbage, attributes: [.posixPermissions: 0o600]))
+            let store = try IDTokenStore(path: path, sealing: .none)
+            let error = try #require(await thrown { try await store.profile(named: "default") } as? TokenStoreError)
+            #expect(error.code == .corrupt)
+            #expect(error.path == path)
+            #expect(error.message.contains(path))
+
+            try await store.save(sampleProfile(), as: "default")
+            #expect(try await store.profile(named: "default") == sampleProfile())
+            let asides = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tokens.json.corrupt-") }
+            #expect(asides.count == 1)
+            #expect(FileManager.default.contents(atPath: directory + "/" + (asides.first ?? "")) == garbage)
+        }
+    }
+
+    @Test func aChangeByAnotherWriterIsNoticed() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let reader = try IDTokenStore(path: path, sealing: .none)
+            let writer = try IDTokenStore(path: path, sealing: .none)
+            for value in 1...20 {
+                try await writer.save(sampleProfile(value), as: "default")
+                #expect(counter(of: try await reader.profile(named: "default")) == value)
+            }
+        }
+    }
+
+    @Test func concurrentSavesLeaveOneCompleteValue() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let store = try IDTokenStore(path: path, sealing: .none)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for value in 1...100 {
+                    group.addTask { try await store.save(sampleProfile(value), as: "default") }
+                }
+                try await group.waitForAll()
+            }
+            let fresh = try IDTokenStore(path: path, sealing: .none)
+            let saved = try #require(counter(of: try await fresh.profile(named: "default")))
+            #expect((1...100).contains(saved))
+            #expect(try await fresh.profile(named: "default") == sampleProfile(saved))
+        }
+    }
+
+    @Test func concurrentReadModifyWritesLoseNothing() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try IDTokenStore(path: directory + "/tokens.json", sealing: .none)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<50 {
+                    group.addTask {
+                        try await store.withExclusiveAccess { transaction in
+                            let current = counter(of: transaction["default"]) ?? 0
+                            await Task.yield()  // invite interleaving: the lock must prevent it
+                            transaction["default"] = sampleProfile(current + 1)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(counter(of: try await store.profile(named: "default")) == 50)
+        }
+    }
+
+    @Test func aThrowingTransactionWritesNothing() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try IDTokenStore(path: directory + "/tokens.json", sealing: .none)
+            try await store.save(sampleProfile(1), as: "default")
+            struct Abort: Error {}
+            _ = await thrown {
+                try await store.withExclusiveAccess { transaction in
+                    transaction["default"] = sampleProfile(2)
+                    throw Abort()
+                }
+            }
+            #expect(counter(of: try await store.profile(named: "default")) == 1)
+        }
+    }
+
+    @Test func theDefaultPathFollowsTheEnvironment() {
+        #expect(IDTokenStore.defaultPath(environment: ["LOGINKIT_STORE": "/x/t.json", "HOME": "/home/u"]) == "/x/t.json")
+        #expect(IDTokenStore.defaultPath(environment: ["XDG_STATE_HOME": "/s", "HOME": "/home/u"]) == "/s/loginkit/tokens.json")
+        #expect(IDTokenStore.defaultPath(environment: ["HOME": "/home/u"]) == "/home/u/.local/state/loginkit/tokens.json")
+        #expect(IDTokenStore.defaultPath(environment: ["XDG_STATE_HOME": "relative", "HOME": "/home/u"]) == "/home/u/.local/state/loginkit/tokens.json")
+    }
+
+    @Test func theFileNeverHoldsAPassword() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(), as: "default")
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(!text.lowercased().contains("password"))
+            #expect(text.contains(#""version" : 1"#))
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(2)))
+struct SealedStoreTests {
+    @Test func sealedRoundTripHidesTheTokens() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let key = try SymmetricKey.random()
+            let store = try IDTokenStore(path: path, sealing: .key(key))
+            #expect(store.isSealed)
+            try await store.save(sampleProfile(7), as: "default")
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(!text.contains("access-secret"))
+            #expect(!text.contains("refresh-secret"))
+            #expect(text.contains("A256GCM"))
+            #expect(try await IDTokenStore(path: path, sealing: .key(key)).profile(named: "default") == sampleProfile(7))
+        }
+    }
+
+    @Test func aWrongKeyIsTypedAndTheFileUntouched() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            try await IDTokenStore(path: path, sealing: .key(try SymmetricKey.random())).save(sampleProfile(), as: "default")
+            let before = FileManager.default.contents(atPath: path)
+            let other = try IDTokenStore(path: path, sealing: .key(try SymmetricKey.random()))
+            #expect((await thrown { try await other.profile(named: "default") } as? TokenStoreError)?.code == .wrongKey)
+            #expect((await thrown { try await other.save(sampleProfile(2), as: "default") } as? TokenStoreError)?.code == .wrongKey)
+            let unkeyed = try IDTokenStore(path: path, sealing: .none)
+            #expect((await thrown { try await unkeyed.profile(named: "default") } as? TokenStoreError)?.code == .sealedWithoutKey)
+            #expect(FileManager.default.contents(atPath: path) == before)
+        }
+    }
+
+    @Test func oneFlippedByteIsDetected() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let key = try SymmetricKey.random()
+            try await IDTokenStore(path: path, sealing: .key(key)).save(sampleProfile(), as: "default")
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let box = try #require(text.range(of: #""box" : ""#))
+            var bytes = Array(text.utf8)
+            let position = text.utf8.distance(from: text.utf8.startIndex, to: box.upperBound) + 40
+            bytes[position] = bytes[position] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
+            let store = try IDTokenStore(path: path, sealing: .key(key))
+            #expect((await thrown { try await store.profile(named: "default") } as? TokenStoreError)?.code == .wrongKey)
+        }
+    }
+
+    @Test func theKeyComesFromTheEnvironmentOrAKeyFile() async throws {
+        try await withTemporaryDirectory { directory in
+            let key = try SecureRandom.bytes(32)
+            let base64 = Data(key).base64EncodedString()
+            let fromEnvironment = try IDTokenStore(path: directory + "/a.json", environment: ["LOGINKIT_STORE_KEY": base64])
+            #expect(fromEnvironment.isSealed)
+            try await fromEnvironment.save(sampleProfile(), as: "default")
+
+            let keyFile = directory + "/store.key"
+            #expect(FileManager.default.createFile(atPath: keyFile, contents: Data((base64 + "\n").utf8), attributes: [.posixPermissions: 0o600]))
+            let fromFile = try IDTokenStore(path: directory + "/a.json", sealing: .keyFile(keyFile))
+            #expect(try await fromFile.profile(named: "default") == sampleProfile())
+
+            #expect(!(try IDTokenStore(path: directory + "/b.json", environment: [:])).isSealed)
+            #expect(throws: TokenStoreError.self) { try IDTokenStore(path: directory + "/c.json", environment: ["LOGINKIT_STORE_KEY": "c2hvcnQ="]) }
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyFile)
+            #expect(throws: TokenStoreError.self) { try IDTokenStore(path: directory + "/a.json", sealing: .keyFile(keyFile)) }
+        }
+    }
+}
+
+/// The error an async call threw, or nil.
+func thrown<T>(_ operation: () async throws -> T) async -> (any Error)? {
+    do {
+        _ = try await operation()
+        return nil
+    } catch {
+        return error
+    }
+}

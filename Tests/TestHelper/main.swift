@@ -1,0 +1,89 @@
+// loginkit-test-helper: the child process the multi-process tests start.
+//
+//   increment <store> <profile> <count>   <count> locked read-modify-write increments of attributes["counter"]
+//   save-loop <store> <profile>           saves counter 1, 2, 3, … printing each value once its save returned
+import Foundation
+import LoginKit
+
+@main
+struct TestHelper {
+    static func main() async {
+        let arguments = CommandLine.arguments
+        do {
+            switch arguments.dropFirst().first {
+            case "increment" where arguments.count == 5:
+                guard let count = Int(arguments[4]) else { throw Usage() }
+                try await increment(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], count: count)
+            case "measure-save" where arguments.count == 4:
+                guard let count = Int(arguments[3]) else { throw Usage() }
+                try await measureSave(directory: arguments[2], count: count)
+            case "save-loop" where arguments.count == 4:
+                try await saveLoop(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3])
+            default:
+                throw Usage()
+            }
+        } catch {
+            FileHandle.standardError.write(Data("loginkit-test-helper: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    struct Usage: Error, CustomStringConvertible {
+        var description: String { "usage: increment <store> <profile> <count> | save-loop <store> <profile>" }
+    }
+
+    static func profile(counter: Int) -> StoredProfile {
+        StoredProfile(
+            credentials: Credentials(accessToken: "access-\(counter)", refreshToken: "refresh-\(counter)"),
+            source: CredentialSource(kind: .oauth2, endpoint: "https://issuer.test", clientID: "cli"),
+            attributes: ["counter": "\(counter)"]
+        )
+    }
+
+    static func increment(store: IDTokenStore, profile name: String, count: Int) async throws {
+        for _ in 0..<count {
+            try await store.withExclusiveAccess { transaction in
+                let current = transaction[name].flatMap { Int($0.attributes["counter"] ?? "") } ?? 0
+                transaction[name] = profile(counter: current + 1)
+            }
+        }
+    }
+
+    /// Median latency of `IDTokenStore.save` and of a bare write + fsync + rename + directory fsync
+    /// of the same bytes, interleaved, in `directory` (use a real disk, not tmpfs).
+    static func measureSave(directory: String, count: Int) async throws {
+        let store = try IDTokenStore(path: directory + "/measure.json", sealing: .none)
+        try await store.save(profile(counter: 0), as: "default")
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/measure.json")))
+        var storeTimes: [Duration] = []
+        var bareTimes: [Duration] = []
+        let clock = ContinuousClock()
+        for round in 1...count {
+            storeTimes.append(try await clock.measure { try await store.save(profile(counter: round), as: "default") })
+            bareTimes.append(clock.measure { bareDurableWrite(bytes, directory: directory) })
+        }
+        func median(_ values: [Duration]) -> Duration { values.sorted()[values.count / 2] }
+        print("IDTokenStore.save median: \(median(storeTimes))")
+        print("bare write+fsync+rename+dirfsync median: \(median(bareTimes))")
+        print("ratio: \(Double(median(storeTimes).components.attoseconds + median(storeTimes).components.seconds * 1_000_000_000_000_000_000) / Double(median(bareTimes).components.attoseconds + median(bareTimes).components.seconds * 1_000_000_000_000_000_000))")
+    }
+
+    static func bareDurableWrite(_ bytes: [UInt8], directory: String) {
+        let temporary = directory + "/bare.tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        fsync(descriptor)
+        close(descriptor)
+        rename(temporary, directory + "/bare.json")
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY)
+        fsync(directoryDescriptor)
+        close(directoryDescriptor)
+    }
+
+    static func saveLoop(store: IDTokenStore, profile name: String) async throws {
+        for counter in 1...1_000_000 {
+            try await store.save(profile(counter: counter), as: name)
+            FileHandle.standardOutput.write(Data("\(counter)\n".utf8))
+        }
+    }
+}
