@@ -114,21 +114,29 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Helpers the test targets share (temp dirs, child processes).
+        .target(name: "LoginKitTestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+
         .testTarget(name: "LoginKitHTTPTests", dependencies: ["LoginKitHTTP"], swiftSettings: strict),
         .testTarget(
             name: "LoginKitJOSETests",
-            dependencies: ["LoginKitJOSE", "LoginKitCurl", "LoginKitDevServer"],
+            dependencies: ["LoginKitJOSE", "LoginKitCurl", "LoginKitDevServer", "LoginKitTestSupport"],
             resources: [.copy("Vectors")],
             swiftSettings: strict
         ),
         .testTarget(
             name: "LoginKitTests",
-            dependencies: ["LoginKit", "LoginKitDevServer"],
+            dependencies: ["LoginKit", "LoginKitDevServer", "LoginKitTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "LoginKitCurlTests",
-            dependencies: ["LoginKitCurl", "LoginKitHTTP", "LoginKitDevServer"],
+            dependencies: ["LoginKitCurl", "LoginKitHTTP", "LoginKitDevServer", "LoginKitTestSupport"],
             swiftSettings: strict
         ),
     ]

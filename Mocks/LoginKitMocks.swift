@@ -1,2 +1,2 @@
-// LoginKitMocks: continuation-controlled doubles for users' tests (issue 6).
-import LoginKit
+// LoginKitMocks: test doubles for code that uses LoginKit. ManualClock today; the continuation-
+// controlled MockAuthService, MockAuthAPI and MockHTTPTransport come with the view-model issue.

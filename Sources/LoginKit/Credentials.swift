@@ -22,11 +22,14 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     public var scope: String?
     /// The issuer that granted them.
     public var issuer: String?
+    /// When the ID token expires (its `exp`).
+    public var idTokenExpiresAt: Date?
 
     public init(
         idToken: IDToken? = nil, accessToken: String? = nil, refreshToken: String? = nil, tokenType: String? = nil,
-        expiresAt: Date? = nil, scope: String? = nil, issuer: String? = nil
+        expiresAt: Date? = nil, scope: String? = nil, issuer: String? = nil, idTokenExpiresAt: Date? = nil
     ) {
+        self.idTokenExpiresAt = idTokenExpiresAt
         self.idToken = idToken
         self.accessToken = accessToken
         self.refreshToken = refreshToken
@@ -39,6 +42,7 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     enum CodingKeys: String, CodingKey {
         case idToken = "id_token", accessToken = "access_token", refreshToken = "refresh_token"
         case tokenType = "token_type", expiresAt = "expires_at", scope, issuer
+        case idTokenExpiresAt = "id_token_expires_at"
     }
 
     public var description: String {

@@ -93,7 +93,7 @@ public final class CurlHTTPClient: HTTPTransport {
     }
 
     /// Starts a client, runs `body` with it, and shuts the client down whatever `body` does.
-    public static func withClient<T>(
+    public nonisolated(nonsending) static func withClient<T>(
         configuration: Configuration = Configuration(),
         _ body: (CurlHTTPClient) async throws -> T
     ) async throws -> T {

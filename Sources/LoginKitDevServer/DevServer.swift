@@ -21,6 +21,8 @@ public final class DevServer: Sendable {
         public var port: Int = 0
         /// Log level for the server's own logger. Default `.warning`.
         public var logLevel: Logger.Level = .warning
+        /// Users, clients, token lifetimes and the clock of the identity provider.
+        public var identityProvider = IdentityProviderConfiguration()
 
         /// The default configuration: 127.0.0.1, a free port.
         public init() {}
@@ -38,15 +40,39 @@ public final class DevServer: Sendable {
     public let port: Int
     /// `http://127.0.0.1:<port>`.
     public let baseURL: String
-    /// Counters and arrival notifications.
+    /// Counters, arrival notifications and injected faults.
     public let monitor: DevServerMonitor
+    let provider: IdentityProvider
     private let runTask: Mutex<Task<Void, Never>?>
 
-    private init(port: Int, host: String, monitor: DevServerMonitor, runTask: Task<Void, Never>) {
+    private init(port: Int, host: String, monitor: DevServerMonitor, provider: IdentityProvider, runTask: Task<Void, Never>) {
         self.port = port
         self.baseURL = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
         self.monitor = monitor
+        self.provider = provider
         self.runTask = Mutex(runTask)
+    }
+
+    /// The OpenID issuer: the base URL. Discovery is at `issuer + "/.well-known/openid-configuration"`.
+    public var issuer: String { baseURL }
+
+    /// The identity provider's settings; change them while the server runs (lifetimes, users, rotation).
+    public var identityProvider: IdentityProviderConfiguration {
+        get { provider.configuration }
+        set { provider.configuration = newValue }
+    }
+
+    /// Approves a pending device-flow user code for `username`, as the verification page would.
+    /// Returns `false` for an unknown or expired code or user.
+    @discardableResult
+    public func approveDevice(userCode: String, username: String) -> Bool {
+        provider.decideDevice(userCode: userCode, username: username, approve: true)
+    }
+
+    /// Denies a pending device-flow user code.
+    @discardableResult
+    public func denyDevice(userCode: String) -> Bool {
+        provider.decideDevice(userCode: userCode, username: nil, approve: false)
     }
 
     /// Starts a server and returns once it accepts connections.
@@ -54,9 +80,13 @@ public final class DevServer: Sendable {
     /// - Throws: the bind error when the address or port cannot be used.
     public static func start(configuration: Configuration = Configuration()) async throws -> DevServer {
         let monitor = DevServerMonitor()
+        let provider = try IdentityProvider(configuration: configuration.identityProvider)
         let router = Router(context: DevRequestContext.self)
         router.add(middleware: CountingMiddleware(monitor: monitor))
+        router.add(middleware: FaultMiddleware(monitor: monitor))
         TestRoutes(monitor: monitor).register(on: router)
+        IdentityProviderRoutes(provider: provider).register(on: router)
+        let host = configuration.host
 
         var logger = Logger(label: "loginkit.dev-server")
         logger.logLevel = configuration.logLevel
@@ -65,7 +95,9 @@ public final class DevServer: Sendable {
             router: router,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port)),
             onServerRunning: { channel in
-                startedContinuation.yield(.success(channel.localAddress?.port ?? 0))
+                let port = channel.localAddress?.port ?? 0
+                provider.issuer = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+                startedContinuation.yield(.success(port))
             },
             logger: logger
         )
@@ -84,7 +116,7 @@ public final class DevServer: Sendable {
         }
         switch first {
         case .success(let port):
-            return DevServer(port: port, host: configuration.host, monitor: monitor, runTask: runTask)
+            return DevServer(port: port, host: configuration.host, monitor: monitor, provider: provider, runTask: runTask)
         case .failure(let error):
             runTask.cancel()
             await runTask.value
@@ -93,7 +125,7 @@ public final class DevServer: Sendable {
     }
 
     /// Starts a server, runs `body` with it, and stops it whatever `body` does.
-    public static func withServer<T>(
+    public nonisolated(nonsending) static func withServer<T>(
         configuration: Configuration = .quiet,
         _ body: (DevServer) async throws -> T
     ) async throws -> T {
@@ -135,10 +167,12 @@ public struct DevServerError: Error, Sendable, CustomStringConvertible {
 struct DevRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     let remoteAddress: String?
+    let channel: any Channel
 
     init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress?.description
+        self.channel = source.channel
     }
 }
 

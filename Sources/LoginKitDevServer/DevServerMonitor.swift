@@ -9,6 +9,26 @@ public final class DevServerMonitor: Sendable {
         var subscribers: [Int: AsyncStream<String>.Continuation] = [:]
         var nextSubscriber = 0
         var testKeySet = TestKeySet(json: #"{"keys":[]}"#, cacheControl: nil)
+        var faults: [String: [DevFault]] = [:]
+    }
+
+    /// Queues `faults` for the next requests to `path`, one fault per request, in order.
+    public func injectFaults(_ faults: [DevFault], path: String) {
+        state.withLock { $0.faults[path, default: []].append(contentsOf: faults) }
+    }
+
+    /// Drops every queued fault.
+    public func clearFaults() {
+        state.withLock { $0.faults.removeAll() }
+    }
+
+    func takeFault(path: String) -> DevFault? {
+        state.withLock { state in
+            guard var queue = state.faults[path], !queue.isEmpty else { return nil }
+            let fault = queue.removeFirst()
+            state.faults[path] = queue
+            return fault
+        }
     }
 
     /// What `/test/jwks` serves: a JWKS document and an optional `Cache-Control` header.

@@ -51,16 +51,7 @@ struct TestRoutes {
             let count = try context.parameters.require("count", as: Int.self)
             guard (0...Self.maximumBytes).contains(count) else { throw HTTPError(.badRequest, message: "count must be 0...\(Self.maximumBytes)") }
             let chunked = request.uri.queryParameters["chunked"] == "1"
-            let body = ResponseBody(contentLength: chunked ? nil : count) { writer in
-                let chunk = ByteBuffer(repeating: UInt8(ascii: "x"), count: min(count, 64 * 1024))
-                var left = count
-                while left > 0 {
-                    let size = min(left, chunk.readableBytes)
-                    try await writer.write(chunk.getSlice(at: 0, length: size) ?? chunk)
-                    left -= size
-                }
-                try await writer.finish(nil)
-            }
+            let body = ResponseBody.filled(with: UInt8(ascii: "x"), count: count, declaringLength: !chunked)
             return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
         }
 
@@ -106,5 +97,22 @@ struct TestRoutes {
         )
         let json = try JSONEncoder().encode(reply)
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: json)))
+    }
+}
+
+extension ResponseBody {
+    /// `count` copies of `byte`, streamed in 64 KiB chunks; with `declaringLength` false the
+    /// response is chunked (no Content-Length).
+    static func filled(with byte: UInt8, count: Int, declaringLength: Bool = true) -> ResponseBody {
+        ResponseBody(contentLength: declaringLength ? count : nil) { writer in
+            let chunk = ByteBuffer(repeating: byte, count: min(count, 64 * 1024))
+            var left = count
+            while left > 0 {
+                let size = min(left, chunk.readableBytes)
+                try await writer.write(chunk.getSlice(at: 0, length: size) ?? chunk)
+                left -= size
+            }
+            try await writer.finish(nil)
+        }
     }
 }

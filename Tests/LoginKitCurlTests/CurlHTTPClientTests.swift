@@ -7,6 +7,7 @@ import HTTPTypes
 @testable import LoginKitCurl
 import LoginKitDevServer
 import LoginKitHTTP
+import LoginKitTestSupport
 import Testing
 
 @Suite(.timeLimit(.minutes(2)))
@@ -98,7 +99,7 @@ struct CurlHTTPClientTests {
             await awaitArrival(of: "/test/delay/30000", in: arrivals)
             let cancelledAt = ContinuousClock.now
             request.cancel()
-            let error = await errorThrown { try await request.value }
+            let error = await thrown { try await request.value }
             let elapsed = ContinuousClock.now - cancelledAt
             #expect(error is CancellationError)
             #expect(elapsed < .seconds(1))
@@ -115,7 +116,7 @@ struct CurlHTTPClientTests {
                 withUnsafeCurrentTask { $0?.cancel() }
                 return try await client.send(.get, url)
             }
-            let error = await errorThrown { try await task.value }
+            let error = await thrown { try await task.value }
             #expect(error is CancellationError)
             #expect(server.monitor.requestCount(path: "/test/status/200") == 0)
         }
@@ -125,7 +126,7 @@ struct CurlHTTPClientTests {
         var configuration = CurlHTTPClient.Configuration()
         configuration.totalTimeout = .milliseconds(300)
         try await withServerAndClient(configuration: configuration) { server, client in
-            let error = await errorThrown { try await client.send(.get, server.url("/test/delay/10000")) }
+            let error = await thrown { try await client.send(.get, server.url("/test/delay/10000")) }
             let networkError = try #require(error as? NetworkError)
             #expect(networkError.code == .timedOut)
             #expect(networkError.transportCode == 28)
@@ -135,7 +136,7 @@ struct CurlHTTPClientTests {
     @Test func aRefusedConnectionGivesATypedError() async throws {
         let url = try await DevServer.withServer { $0.url("/test/status/200") }
         let client = try CurlHTTPClient()
-        let error = await errorThrown {
+        let error = await thrown {
             try await client.send(.post, url, headers: [.authorization: "Bearer secret-token-123"], body: Data("password=hunter2".utf8))
         }
         await client.shutdown()
@@ -157,9 +158,9 @@ struct CurlHTTPClientTests {
             #expect(response.status == .ok)
             #expect(data.count == 100_000)
 
-            let error = await errorThrown { try await client.send(.get, server.url("/test/bytes/100001\(query)")) }
+            let error = await thrown { try await client.send(.get, server.url("/test/bytes/100001\(query)")) }
             #expect((error as? NetworkError)?.code == .responseTooLarge)
-            let huge = await errorThrown { try await client.send(.get, server.url("/test/bytes/50000000\(query)")) }
+            let huge = await thrown { try await client.send(.get, server.url("/test/bytes/50000000\(query)")) }
             #expect((huge as? NetworkError)?.code == .responseTooLarge)
         }
     }
@@ -175,7 +176,7 @@ struct CurlHTTPClientTests {
 
     @Test func plainHTTPToANonLoopbackHostIsRefusedBeforeAnyNetworkActivity() async throws {
         let client = try CurlHTTPClient()
-        let error = await errorThrown { try await client.send(.get, "http://example.com/token") }
+        let error = await thrown { try await client.send(.get, "http://example.com/token") }
         await client.shutdown()
         let networkError = try #require(error as? NetworkError)
         #expect(networkError.code == .insecureURL)
@@ -184,7 +185,7 @@ struct CurlHTTPClientTests {
 
     @Test func aConnectionClosedMidBodyGivesConnectionLost() async throws {
         try await withServerAndClient { server, client in
-            let error = await errorThrown { try await client.send(.get, server.url("/test/close-after-headers")) }
+            let error = await thrown { try await client.send(.get, server.url("/test/close-after-headers")) }
             #expect((error as? NetworkError)?.code == .connectionLost)
             let (response, _) = try await client.send(.get, server.url("/test/status/200"))
             #expect(response.status == .ok)
@@ -200,10 +201,10 @@ struct CurlHTTPClientTests {
         await awaitArrivals(of: "/test/delay/30000", count: 8, in: arrivals)
         await client.shutdown()
         for request in requests {
-            let error = await errorThrown { try await request.value }
+            let error = await thrown { try await request.value }
             #expect((error as? NetworkError)?.code == .shutdown)
         }
-        let later = await errorThrown { try await client.send(.get, server.url("/test/status/200")) }
+        let later = await thrown { try await client.send(.get, server.url("/test/status/200")) }
         #expect((later as? NetworkError)?.code == .shutdown)
         await client.shutdown()  // idempotent
         await server.stop()

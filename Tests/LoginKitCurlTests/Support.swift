@@ -47,14 +47,3 @@ func awaitArrivals(of path: String, count: Int, in arrivals: AsyncStream<String>
         if seen == count { return }
     }
 }
-
-/// Runs `operation` and returns the error it threw, or `nil`.
-func errorThrown<T>(by operation: () async throws -> T) async -> (any Error)? {
-    do {
-        _ = try await operation()
-        return nil
-    } catch {
-        return error
-    }
-}
-

@@ -1,5 +1,6 @@
 import Foundation
 import LoginKitJOSE
+import LoginKitTestSupport
 import Testing
 
 /// Each claim check at the leeway boundary, on an injected clock: just inside passes, just outside fails.
@@ -84,7 +85,7 @@ import Testing
             configuration: .init(issuer: "https://issuer.test", audience: "client-1"),
             keys: StaticJWKS(JWKSet(keys: [try key.publicJWK()])), now: clock.reader
         )
-        let error = try #require(await thrownError { try await verifier.verify(token) })
+        let error = try #require(await thrown { try await verifier.verify(token) })
         let signature = String(token.split(separator: ".")[2])
         #expect(!String(describing: error).contains(signature))
         #expect(!String(describing: error).contains(String(token.split(separator: ".")[1])))

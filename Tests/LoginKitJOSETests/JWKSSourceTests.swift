@@ -2,6 +2,7 @@ import Foundation
 import LoginKitCurl
 import LoginKitDevServer
 import LoginKitJOSE
+import LoginKitTestSupport
 import Testing
 
 /// JWKS over real HTTP from the dev server's `/test/jwks`, with a hand-moved clock.
@@ -116,7 +117,7 @@ struct JWKSSourceTests {
             keys: JWKSSource(url: url, transport: client, now: clock.reader), now: clock.reader
         )
         let key = try SigningKey.generate(.es256, keyID: "k")
-        let error = await thrownError { try await verifier.verify(try signedToken(idTokenClaims(now: clock.now), key: key)) }
+        let error = await thrown { try await verifier.verify(try signedToken(idTokenClaims(now: clock.now), key: key)) }
         await client.shutdown()
         let verificationError = try #require(error as? TokenVerificationError)
         #expect(verificationError.code == .keySetUnavailable)

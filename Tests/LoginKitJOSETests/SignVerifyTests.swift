@@ -1,5 +1,6 @@
 import Foundation
 import LoginKitJOSE
+import LoginKitTestSupport
 import Testing
 
 @Suite struct SignVerifyTests {
@@ -36,7 +37,7 @@ import Testing
                     var tampered = parts
                     tampered[part][index] ^= UInt8(1 << bit)
                     let forged = tampered.map { Base64URL.encode($0) }.joined(separator: ".")
-                    let error = await thrownError { try await verifier.verify(forged) }
+                    let error = await thrown { try await verifier.verify(forged) }
                     #expect(error is TokenVerificationError, "part \(part) byte \(index) bit \(bit) verified")
                 }
             }
@@ -100,7 +101,7 @@ import Testing
     @Test func aHugeTokenIsRefusedBeforeDecoding() async throws {
         let key = try SigningKey.generate(.es256, keyID: "k")
         let huge = String(repeating: "A", count: 1_000_000) + ".e30.AA"
-        let error = await thrownError { try await verifier(for: key).verify(huge) }
+        let error = await thrown { try await verifier(for: key).verify(huge) }
         let verificationError = try #require(error as? TokenVerificationError)
         #expect(verificationError.code == .malformed)
         #expect(verificationError.message.contains("longer than"))

@@ -1,5 +1,6 @@
 import Foundation
 import LoginKitJOSE
+import LoginKitTestSupport
 import Synchronization
 import Testing
 
@@ -35,17 +36,7 @@ func idTokenClaims(now: Date, issuer: String = "https://issuer.test", audience: 
     ]
 }
 
-/// The error a throwing async call threw, or nil.
-func thrownError<T>(_ operation: () async throws -> T) async -> (any Error)? {
-    do {
-        _ = try await operation()
-        return nil
-    } catch {
-        return error
-    }
-}
-
 /// The verification error code a call threw, or nil.
 func verificationCode<T>(_ operation: () async throws -> T) async -> TokenVerificationError.Code? {
-    (await thrownError(operation) as? TokenVerificationError)?.code
+    (await thrown(operation) as? TokenVerificationError)?.code
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LoginKit
+import LoginKitTestSupport
 import Testing
 
 /// Other processes: the lock across processes, and crash safety under SIGKILL.

@@ -1,6 +1,7 @@
 import Foundation
 import LoginKit
 import LoginKitJOSE
+import LoginKitTestSupport
 import Testing
 
 @Suite(.timeLimit(.minutes(2)))
@@ -240,12 +241,3 @@ struct SealedStoreTests {
     }
 }
 
-/// The error an async call threw, or nil.
-func thrown<T>(_ operation: () async throws -> T) async -> (any Error)? {
-    do {
-        _ = try await operation()
-        return nil
-    } catch {
-        return error
-    }
-}

@@ -1,14 +1,7 @@
 import Foundation
 import LoginKit
+import LoginKitTestSupport
 import Testing
-
-/// A fresh directory under the system temp dir, removed after `body`.
-func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("loginkit-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-    defer { try? FileManager.default.removeItem(atPath: path) }
-    return try await body(path)
-}
 
 /// A profile whose `counter` attribute is `counter`.
 func sampleProfile(_ counter: Int = 1, refreshToken: String = "refresh-secret") -> StoredProfile {
@@ -35,69 +28,3 @@ func mode(of path: String) throws -> Int {
     try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
 }
 
-/// The built `loginkit-test-helper`, beside the test bundle.
-func testHelperPath() throws -> String {
-    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    let helper = directory.appendingPathComponent("loginkit-test-helper").path
-    try #require(FileManager.default.isExecutableFile(atPath: helper), "build it with `swift build --build-tests` (make test does)")
-    return helper
-}
-
-/// A running child process whose stdout lines arrive on `lines`.
-final class ChildProcess: Sendable {
-    let process: Process
-    let lines: AsyncStream<String>
-    private let exited: AsyncStream<Int32>
-
-    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        let (lines, lineContinuation) = AsyncStream<String>.makeStream()
-        let buffer = LineBuffer()
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                lineContinuation.finish()
-                return
-            }
-            for line in buffer.append(data) { lineContinuation.yield(line) }
-        }
-        let (exited, exitContinuation) = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { process in
-            exitContinuation.yield(process.terminationStatus)
-            exitContinuation.finish()
-        }
-        try process.run()
-        self.process = process
-        self.lines = lines
-        self.exited = exited
-    }
-
-    /// Waits for the process to end and returns its exit status (or signal number).
-    func waitForExit() async -> Int32 {
-        for await status in exited { return status }
-        return process.terminationStatus
-    }
-}
-
-/// Splits a byte stream into lines; used from one readability handler at a time.
-final class LineBuffer: @unchecked Sendable {
-    // Safety: Foundation calls a FileHandle's readabilityHandler serially, and only that handler
-    // touches `pending`.
-    private var pending = Data()
-
-    func append(_ data: Data) -> [String] {
-        pending.append(data)
-        var lines: [String] = []
-        while let newline = pending.firstIndex(of: 0x0A) {
-            lines.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-            pending.removeSubrange(pending.startIndex...newline)
-        }
-        return lines
-    }
-}

@@ -2,6 +2,8 @@
 //
 //   increment <store> <profile> <count>   <count> locked read-modify-write increments of attributes["counter"]
 //   save-loop <store> <profile>           saves counter 1, 2, 3, … printing each value once its save returned
+//   token <store> <issuer> <client-id>    prints a valid ID token for profile "default", refreshing as needed
+//   measure-save <directory> <rounds>     median save latency against a bare durable write
 import Foundation
 import LoginKit
 
@@ -14,6 +16,13 @@ struct TestHelper {
             case "increment" where arguments.count == 5:
                 guard let count = Int(arguments[4]) else { throw Usage() }
                 try await increment(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], count: count)
+            case "token" where arguments.count == 5:
+                let token = try await CurlHTTPClient.withClient { client in
+                    let api = OAuth2API(configuration: .init(issuer: arguments[3], clientID: arguments[4]), transport: client)
+                    let service = AuthService(api: api, store: try IDTokenStore(path: arguments[2], sealing: .environment))
+                    return try await service.validIDToken()
+                }
+                print(token.rawValue)
             case "measure-save" where arguments.count == 4:
                 guard let count = Int(arguments[3]) else { throw Usage() }
                 try await measureSave(directory: arguments[2], count: count)

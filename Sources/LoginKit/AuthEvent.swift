@@ -1,0 +1,49 @@
+import Synchronization
+
+/// Something that happened to a profile's credentials. The kit reports; the host decides what to do.
+public enum AuthEvent: Sendable {
+    /// A login succeeded and its credentials were saved.
+    case loggedIn(User)
+    /// The credentials were refreshed and saved.
+    case refreshed
+    /// The profile was logged out (revoked where possible, deleted).
+    case loggedOut
+    /// The provider rejected the refresh token; the profile was cleared and a login is required.
+    case credentialsRejected
+    /// Fresh credentials could not be saved; callers still got them, but another process will not.
+    case storeFailed(TokenStoreError)
+}
+
+/// Fans values out to any number of `AsyncStream` subscribers.
+final class Broadcaster<Value: Sendable>: Sendable {
+    private struct State {
+        var subscribers: [Int: AsyncStream<Value>.Continuation] = [:]
+        var nextID = 0
+    }
+    private let state = Mutex(State())
+
+    /// A new subscription; it ends when the stream is dropped or `finish()` is called.
+    func subscribe(initial: Value? = nil) -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            state.subscribers[state.nextID] = continuation
+            return state.nextID
+        }
+        if let initial { continuation.yield(initial) }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func emit(_ value: Value) {
+        for subscriber in state.withLock({ Array($0.subscribers.values) }) { subscriber.yield(value) }
+    }
+
+    func finish() {
+        for subscriber in state.withLock({ state in defer { state.subscribers.removeAll() }; return Array(state.subscribers.values) }) {
+            subscriber.finish()
+        }
+    }
+}

@@ -1,0 +1,164 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import LoginKitHTTP
+import LoginKitJOSE
+
+/// The HTTP side shared by the APIs: sending a request, mapping statuses and OAuth error bodies
+/// (RFC 6749 §5.2) to typed errors, and parsing token responses (§5.1) into `Credentials`.
+struct TokenEndpoint: Sendable {
+    let transport: any HTTPTransport
+
+    /// The grant a response answers, which decides how `invalid_grant` is read.
+    enum Grant {
+        case password, refresh, clientCredentials, deviceCode, other
+    }
+
+    /// An OAuth error body: `error` and `error_description`.
+    struct OAuthErrorBody {
+        let error: String
+        let description: String?
+    }
+
+    /// POSTs `fields` as a form, with client authentication `authentication`.
+    func postForm(_ url: String, fields: [(String, String)], authentication: ClientAuthentication?) async throws -> (HTTPResponse, JSONValue?, Data) {
+        var fields = fields
+        var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded", .accept: "application/json"]
+        switch authentication {
+        case .basic(let id, let secret)?:
+            let pair = FormURLEncoding.encode([("a", id)]).dropFirst(2) + ":" + FormURLEncoding.encode([("a", secret)]).dropFirst(2)
+            headers[.authorization] = "Basic " + Data(pair.utf8).base64EncodedString()
+        case .post(let id, let secret)?:
+            fields.append(("client_id", id))
+            if let secret { fields.append(("client_secret", secret)) }
+        case .none(let id)?:
+            fields.append(("client_id", id))
+        case nil:
+            break
+        }
+        return try await send(url, method: .post, headers: headers, body: Data(FormURLEncoding.encode(fields).utf8))
+    }
+
+    /// Sends a request and parses the body as JSON when it is JSON; never throws for a status.
+    func send(_ url: String, method: HTTPRequest.Method, headers: HTTPFields, body: Data?) async throws -> (HTTPResponse, JSONValue?, Data) {
+        guard let request = HTTPRequest(method: method, url: url, headerFields: headers) else {
+            throw ServerError(.misconfigured, "\"\(url)\" is not an absolute http(s) URL")
+        }
+        let (response, data) = try await transport.send(request, body: body)
+        return (response, try? JSONValue.parse(Array(data)), data)
+    }
+
+    /// The typed error for a non-2xx response, or `nil` for 2xx.
+    static func error(for response: HTTPResponse, json: JSONValue?, grant: Grant, host: String) -> (any Error)? {
+        let status = response.status.code
+        guard !(200..<300).contains(status) else { return nil }
+        let retryAfter = response.headerFields[.retryAfter].flatMap(parseRetryAfter)
+        if status == 429 {
+            return ServerError(.rateLimited, "\(host) is rate-limiting requests (HTTP 429); try again later", status: status, retryAfter: retryAfter)
+        }
+        if status >= 500 {
+            return ServerError(.unavailable, "\(host) failed (HTTP \(status)); try again later", status: status, retryAfter: retryAfter)
+        }
+        guard let body = oauthError(json) else {
+            return ServerError(.unexpectedStatus, "\(host) answered HTTP \(status) without an OAuth error body", status: status)
+        }
+        let detail = body.description.map { ": \($0)" } ?? ""
+        switch body.error {
+        case "invalid_grant":
+            switch grant {
+            case .refresh: return LoginError(.refreshTokenRejected, "the refresh token was rejected\(detail); log in again", providerError: body.error)
+            case .deviceCode: return LoginError(.accessDenied, "the device code was rejected\(detail)", providerError: body.error)
+            default: return LoginError(.invalidCredentials, "the user ID or password was rejected\(detail)", providerError: body.error)
+            }
+        case "invalid_client":
+            return LoginError(.invalidClient, "the client ID or secret was rejected\(detail); check the client configuration", providerError: body.error)
+        case "unauthorized_client":
+            return LoginError(.unauthorizedClient, "this client may not use this grant\(detail)", providerError: body.error)
+        case "invalid_scope":
+            return LoginError(.invalidScope, "the requested scope was refused\(detail)", providerError: body.error)
+        case "access_denied":
+            return LoginError(.accessDenied, "the request was denied\(detail)", providerError: body.error)
+        case "expired_token":
+            return LoginError(.deviceCodeExpired, "the device code expired before it was approved; start again", providerError: body.error)
+        case "temporarily_unavailable":
+            return ServerError(.unavailable, "\(host) is temporarily unavailable\(detail)", status: status, providerError: body.error, retryAfter: retryAfter)
+        case "server_error":
+            return ServerError(.unavailable, "\(host) reported a server error\(detail)", status: status, providerError: body.error, retryAfter: retryAfter)
+        default:
+            return ServerError(.protocolError, "\(host) refused the request (\(body.error))\(detail)", status: status, providerError: body.error)
+        }
+    }
+
+    static func oauthError(_ json: JSONValue?) -> OAuthErrorBody? {
+        guard let error = json?["error"]?.stringValue else { return nil }
+        // error_description is shown to people: keep it printable and short.
+        let description = json?["error_description"]?.stringValue.map { String($0.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(200)) }
+        return OAuthErrorBody(error: error, description: description)
+    }
+
+    /// `Retry-After` as seconds (an HTTP date is not honoured; it falls back to the default backoff).
+    static func parseRetryAfter(_ value: String) -> Duration? {
+        guard let seconds = Int(value.trimmingPrefix(" ")), seconds >= 0 else { return nil }
+        return .seconds(min(seconds, 3600))
+    }
+
+    /// Credentials from a successful token response (RFC 6749 §5.1), verifying the ID token with
+    /// `verifier` when there is one. `previous` supplies what a refresh response may omit.
+    static func credentials(
+        from json: JSONValue?, host: String, issuer: String?, now: Date, verifier: IDTokenVerifier?, previous: Credentials? = nil
+    ) async throws -> Credentials {
+        guard let object = json?.objectValue else {
+            throw ServerError(.malformedResponse, "\(host) sent a token response that is not a JSON object")
+        }
+        func string(_ name: String) throws -> String? {
+            guard let value = object[name], value != .null else { return nil }
+            guard let text = value.stringValue, !text.isEmpty else {
+                throw ServerError(.malformedResponse, "\(host) sent a token response whose \"\(name)\" is not a string")
+            }
+            return text
+        }
+        var credentials = previous ?? Credentials()
+        credentials.issuer = issuer ?? credentials.issuer
+        credentials.accessToken = try string("access_token")
+        credentials.tokenType = try string("token_type") ?? credentials.tokenType
+        credentials.scope = try string("scope") ?? credentials.scope
+        if let refreshToken = try string("refresh_token") { credentials.refreshToken = refreshToken }
+        guard credentials.accessToken != nil || object["id_token"] != nil else {
+            throw ServerError(.malformedResponse, "\(host) sent a token response without an access token")
+        }
+        // expires_in: a number, or (some providers) a numeric string.
+        if let value = object["expires_in"] {
+            guard let seconds = value.int64Value ?? value.stringValue.flatMap({ Int64($0) }), seconds >= 0 else {
+                throw ServerError(.malformedResponse, "\(host) sent a token response with an invalid \"expires_in\"")
+            }
+            credentials.expiresAt = now.addingTimeInterval(Double(seconds))
+        } else {
+            credentials.expiresAt = nil
+        }
+        if let idToken = try string("id_token") {
+            let exp: Double?
+            if let verifier {
+                exp = try await verifier.verify(idToken).claims.expiresAt
+            } else {
+                exp = try JWTClaims(payload: CompactJWS(parsing: idToken).payload).expiresAt
+            }
+            credentials.idToken = IDToken(rawValue: idToken)
+            credentials.idTokenExpiresAt = exp.map(Date.init(timeIntervalSince1970:))
+        }
+        if credentials.expiresAt == nil { credentials.expiresAt = credentials.idTokenExpiresAt }
+        return credentials
+    }
+}
+
+/// How a client authenticates at the token endpoint.
+enum ClientAuthentication: Sendable {
+    /// `client_secret_basic`: HTTP Basic with the form-encoded ID and secret.
+    case basic(id: String, secret: String)
+    /// `client_secret_post`: `client_id` (and `client_secret`) in the body.
+    case post(id: String, secret: String?)
+    /// A public client: `client_id` in the body only.
+    case none(id: String)
+}

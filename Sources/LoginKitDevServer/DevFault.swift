@@ -1,0 +1,23 @@
+/// A failure the dev server injects into the next request for a path, for tests of error handling.
+public enum DevFault: Sendable, Hashable {
+    /// Answer with this status and a JSON error body (`{"error":"server_error"}` style).
+    case status(Int)
+    /// Answer 400 with the OAuth error `code` (`authorization_pending`, `slow_down`, `invalid_grant`…).
+    case oauthError(String)
+    /// Answer 429 with `Retry-After: seconds`.
+    case tooManyRequests(retryAfter: Int)
+    /// Wait this long, then handle the request normally.
+    case delay(milliseconds: Int)
+    /// Answer 200 with a body that is not JSON.
+    case malformedBody
+    /// Answer 200 with a JSON body cut short.
+    case truncatedBody
+    /// Answer with this status and an HTML error page.
+    case htmlErrorPage(Int)
+    /// Answer 200 with JSON labelled `text/plain`.
+    case wrongContentType
+    /// Answer 200 with a body of this many bytes.
+    case hugeBody(bytes: Int)
+    /// Close the connection without answering.
+    case dropConnection
+}

@@ -1,0 +1,305 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import LoginKitJOSE
+import Synchronization
+
+/// The dev identity provider's logic and state: grants, tokens, refresh-token rotation with reuse
+/// detection, device codes, revocation. HTTP lives in `IdentityProviderRoutes`.
+final class IdentityProvider: Sendable {
+    /// An OAuth error response (RFC 6749 §5.2).
+    struct OAuthError: Error {
+        let status: Int
+        let code: String
+        let description: String
+    }
+
+    struct RefreshRecord {
+        let username: String?
+        let clientID: String
+        let scope: String
+        let family: String
+        let expiresAt: Date
+        var retired = false
+    }
+
+    struct DeviceRecord {
+        let deviceCode: String
+        let userCode: String
+        let clientID: String
+        let scope: String
+        let expiresAt: Date
+        var interval: Int
+        var lastPoll: Date?
+        var approvedUser: String?
+        var denied = false
+    }
+
+    private struct State {
+        var issuer = ""
+        var refreshTokens: [String: RefreshRecord] = [:]
+        var revokedFamilies: Set<String> = []
+        var accessTokens: [String: Date] = [:]
+        var deviceCodes: [String: DeviceRecord] = [:]
+        var userCodes: [String: String] = [:]
+        var configuration: IdentityProviderConfiguration
+    }
+
+    private let state: Mutex<State>
+    let signingKey: SigningKey
+
+    init(configuration: IdentityProviderConfiguration) throws {
+        state = Mutex(State(configuration: configuration))
+        signingKey = try SigningKey.generate(.rs256, keyID: "dev-" + Self.randomToken(bytes: 6))
+    }
+
+    var configuration: IdentityProviderConfiguration {
+        get { state.withLock { $0.configuration } }
+        set { state.withLock { $0.configuration = newValue } }
+    }
+
+    var issuer: String {
+        get { state.withLock { $0.issuer } }
+        set { state.withLock { $0.issuer = newValue } }
+    }
+
+    static func randomToken(bytes: Int = 24) -> String {
+        Base64URL.encode((try? SecureRandom.bytes(bytes)) ?? (0..<bytes).map { _ in UInt8.random(in: 0...255) })
+    }
+
+    // MARK: Clients and users
+
+    /// Authenticates the client from Basic credentials or form fields (never both).
+    func authenticateClient(basic: (String, String)?, fields: [String: String]) throws(OAuthError) -> DevClient {
+        let configuration = self.configuration
+        if basic != nil && (fields["client_secret"] != nil) {
+            throw OAuthError(status: 400, code: "invalid_request", description: "use one client authentication method")
+        }
+        let clientID = basic?.0 ?? fields["client_id"]
+        guard let clientID, let client = configuration.clients.first(where: { $0.id == clientID }) else {
+            throw OAuthError(status: 401, code: "invalid_client", description: "unknown client")
+        }
+        if let secret = client.secret {
+            let presented = basic?.1 ?? fields["client_secret"]
+            guard presented == secret else { throw OAuthError(status: 401, code: "invalid_client", description: "client authentication failed") }
+        }
+        return client
+    }
+
+    func user(named username: String, password: String) -> DevUser? {
+        configuration.users.first { $0.username == username && $0.password == password }
+    }
+
+    // MARK: Grants
+
+    func passwordGrant(client: DevClient, username: String?, password: String?, scope: String?) throws(OAuthError) -> [String: JSONValue] {
+        guard let username, let password else {
+            throw OAuthError(status: 400, code: "invalid_request", description: "username and password are required")
+        }
+        guard let user = user(named: username, password: password) else {
+            throw OAuthError(status: 400, code: "invalid_grant", description: "the username or password is wrong")
+        }
+        return issue(user: user, clientID: client.id, scope: scope ?? "openid profile", family: Self.randomToken(bytes: 9))
+    }
+
+    func clientCredentialsGrant(client: DevClient, scope: String?) throws(OAuthError) -> [String: JSONValue] {
+        guard client.secret != nil else {
+            throw OAuthError(status: 400, code: "unauthorized_client", description: "public clients cannot use client_credentials")
+        }
+        return issue(user: nil, clientID: client.id, scope: scope ?? "", family: nil)
+    }
+
+    func refreshGrant(client: DevClient, refreshToken: String?, scope: String?) throws(OAuthError) -> [String: JSONValue] {
+        guard let refreshToken else { throw OAuthError(status: 400, code: "invalid_request", description: "refresh_token is required") }
+        let now = configuration.now()
+        let outcome = state.withLock { state -> Result<(RefreshRecord, DevUser?), OAuthError> in
+            guard var record = state.refreshTokens[refreshToken], record.clientID == client.id else {
+                return .failure(OAuthError(status: 400, code: "invalid_grant", description: "unknown refresh token"))
+            }
+            if state.revokedFamilies.contains(record.family) || record.expiresAt <= now {
+                return .failure(OAuthError(status: 400, code: "invalid_grant", description: "the refresh token is no longer valid"))
+            }
+            if record.retired {
+                if state.configuration.revokesFamilyOnReuse { state.revokedFamilies.insert(record.family) }
+                return .failure(OAuthError(status: 400, code: "invalid_grant", description: "the refresh token was already used"))
+            }
+            if state.configuration.rotatesRefreshTokens {
+                record.retired = true
+                state.refreshTokens[refreshToken] = record
+            }
+            let user = record.username.flatMap { name in state.configuration.users.first { $0.username == name } }
+            return .success((record, user))
+        }
+        let (record, user) = try outcome.get()
+        if let scope, !Set(scope.split(separator: " ")).isSubset(of: Set(record.scope.split(separator: " "))) {
+            throw OAuthError(status: 400, code: "invalid_scope", description: "a refresh cannot widen the scope")
+        }
+        var response = issue(user: user, clientID: client.id, scope: scope ?? record.scope, family: record.family, newRefreshToken: configuration.rotatesRefreshTokens)
+        if !configuration.rotatesRefreshTokens { response["refresh_token"] = nil }
+        return response
+    }
+
+    func deviceAuthorization(client: DevClient, scope: String?) -> [String: JSONValue] {
+        let configuration = self.configuration
+        let deviceCode = Self.randomToken()
+        let alphabet = Array("BCDFGHJKLMNPQRSTVWXZ")
+        let letters = (0..<8).map { _ in alphabet[Int.random(in: 0..<alphabet.count)] }
+        let userCode = String(letters[0..<4]) + "-" + String(letters[4..<8])
+        let record = DeviceRecord(
+            deviceCode: deviceCode, userCode: userCode, clientID: client.id, scope: scope ?? "openid profile",
+            expiresAt: configuration.now().addingTimeInterval(Double(configuration.deviceCodeLifetime.wholeSeconds)),
+            interval: configuration.deviceInterval.wholeSeconds
+        )
+        let issuer = state.withLock { state in
+            state.deviceCodes[deviceCode] = record
+            state.userCodes[userCode] = deviceCode
+            return state.issuer
+        }
+        return [
+            "device_code": .string(deviceCode), "user_code": .string(userCode),
+            "verification_uri": .string(issuer + "/device"),
+            "verification_uri_complete": .string(issuer + "/device?user_code=" + userCode),
+            "expires_in": .number("\(configuration.deviceCodeLifetime.wholeSeconds)"),
+            "interval": .number("\(record.interval)"),
+        ]
+    }
+
+    /// Approves (or denies) a pending user code on behalf of `username`.
+    func decideDevice(userCode: String, username: String?, approve: Bool) -> Bool {
+        state.withLock { state in
+            guard let deviceCode = state.userCodes[userCode.uppercased()], var record = state.deviceCodes[deviceCode] else { return false }
+            if approve {
+                guard let username, state.configuration.users.contains(where: { $0.username == username }) else { return false }
+                record.approvedUser = username
+            } else {
+                record.denied = true
+            }
+            state.deviceCodes[deviceCode] = record
+            return true
+        }
+    }
+
+    func deviceCodeGrant(client: DevClient, deviceCode: String?) throws(OAuthError) -> [String: JSONValue] {
+        guard let deviceCode else { throw OAuthError(status: 400, code: "invalid_request", description: "device_code is required") }
+        let now = configuration.now()
+        let outcome = state.withLock { state -> Result<DevUser?, OAuthError> in
+            guard var record = state.deviceCodes[deviceCode], record.clientID == client.id else {
+                return .failure(OAuthError(status: 400, code: "invalid_grant", description: "unknown device code"))
+            }
+            if record.expiresAt <= now {
+                return .failure(OAuthError(status: 400, code: "expired_token", description: "the device code expired"))
+            }
+            if record.denied {
+                state.deviceCodes[deviceCode] = nil
+                return .failure(OAuthError(status: 400, code: "access_denied", description: "the user denied the request"))
+            }
+            if let username = record.approvedUser {
+                state.deviceCodes[deviceCode] = nil
+                state.userCodes[record.userCode] = nil
+                return .success(state.configuration.users.first { $0.username == username })
+            }
+            defer { state.deviceCodes[deviceCode] = record }
+            if let lastPoll = record.lastPoll, now.timeIntervalSince(lastPoll) < Double(record.interval) {
+                record.interval += 5
+                record.lastPoll = now
+                return .failure(OAuthError(status: 400, code: "slow_down", description: "polling too fast"))
+            }
+            record.lastPoll = now
+            return .failure(OAuthError(status: 400, code: "authorization_pending", description: "waiting for the user"))
+        }
+        let user = try outcome.get()
+        guard let user else { throw OAuthError(status: 400, code: "invalid_grant", description: "the user no longer exists") }
+        let scope = state.withLock { _ in "openid profile" }
+        return issue(user: user, clientID: client.id, scope: scope, family: Self.randomToken(bytes: 9))
+    }
+
+    func revoke(token: String) {
+        state.withLock { state in
+            if let record = state.refreshTokens[token] { state.revokedFamilies.insert(record.family) }
+            state.accessTokens[token] = nil
+        }
+    }
+
+    /// The JSON login API: `{"id_token": …}` for a valid id and password.
+    func jsonLogin(username: String, password: String, clientID: String) throws(OAuthError) -> [String: JSONValue] {
+        guard let user = user(named: username, password: password) else {
+            throw OAuthError(status: 401, code: "invalid_credentials", description: "the id or password is wrong")
+        }
+        var response = issue(user: user, clientID: clientID, scope: "openid profile", family: Self.randomToken(bytes: 9))
+        response["access_token"] = nil
+        response["token_type"] = nil
+        return response
+    }
+
+    // MARK: Issuing
+
+    private func issue(user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true) -> [String: JSONValue] {
+        let configuration = self.configuration
+        let now = configuration.now()
+        let accessToken = "at." + Self.randomToken()
+        var response: [String: JSONValue] = [
+            "access_token": .string(accessToken),
+            "token_type": .string("Bearer"),
+            "expires_in": .number("\(configuration.accessTokenLifetime.wholeSeconds)"),
+            "scope": .string(scope),
+        ]
+        let scopes = Set(scope.split(separator: " "))
+        var refreshToken: String?
+        if family != nil, newRefreshToken, user != nil {
+            let token = "rt." + Self.randomToken()
+            refreshToken = token
+            response["refresh_token"] = .string(token)
+        }
+        let issuer = state.withLock { state in
+            state.accessTokens[accessToken] = now.addingTimeInterval(Double(configuration.accessTokenLifetime.wholeSeconds))
+            if let refreshToken, let family {
+                state.refreshTokens[refreshToken] = RefreshRecord(
+                    username: user?.username, clientID: clientID, scope: scope, family: family,
+                    expiresAt: now.addingTimeInterval(Double(configuration.refreshTokenLifetime.wholeSeconds))
+                )
+            }
+            return state.issuer
+        }
+        if let user, scopes.contains("openid") {
+            let seconds = Int(now.timeIntervalSince1970)
+            var claims: [String: JSONValue] = [
+                "iss": .string(issuer), "sub": .string(user.subject), "aud": .string(clientID),
+                "iat": .number("\(seconds)"), "auth_time": .number("\(seconds)"),
+                "exp": .number("\(seconds + configuration.idTokenLifetime.wholeSeconds)"),
+                "preferred_username": .string(user.username),
+            ]
+            if let nickname = user.nickname { claims["nickname"] = .string(nickname) }
+            if let birthdate = user.birthdate { claims["birthdate"] = .string(birthdate) }
+            if let idToken = try? CompactJWS.sign(payload: Array(JSONValue.object(claims).serialized.utf8), with: signingKey, extraHeader: ["typ": .string("JWT")]) {
+                response["id_token"] = .string(idToken)
+            }
+        }
+        return response
+    }
+
+    var discoveryDocument: [String: JSONValue] {
+        let issuer = self.issuer
+        return [
+            "issuer": .string(issuer),
+            "token_endpoint": .string(issuer + "/oauth/token"),
+            "jwks_uri": .string(issuer + "/.well-known/jwks.json"),
+            "device_authorization_endpoint": .string(issuer + "/oauth/device_authorization"),
+            "revocation_endpoint": .string(issuer + "/oauth/revoke"),
+            "authorization_endpoint": .string(issuer + "/oauth/authorize"),
+            "response_types_supported": .array([.string("code")]),
+            "subject_types_supported": .array([.string("public")]),
+            "id_token_signing_alg_values_supported": .array([.string("RS256")]),
+            "grant_types_supported": .array([
+                "password", "refresh_token", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code",
+            ].map { .string($0) }),
+            "token_endpoint_auth_methods_supported": .array([.string("client_secret_basic"), .string("client_secret_post"), .string("none")]),
+            "scopes_supported": .array([.string("openid"), .string("profile"), .string("offline_access")]),
+        ]
+    }
+
+    var keySet: JSONValue {
+        (try? JWKSet(keys: [signingKey.publicJWK()]).json) ?? .object(["keys": .array([])])
+    }
+}

@@ -1,0 +1,70 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+
+/// A user of the dev identity provider.
+public struct DevUser: Sendable, Hashable {
+    /// The login name (`username` in the password grant, `id` in the JSON login).
+    public var username: String
+    /// The password.
+    public var password: String
+    /// The `sub` claim.
+    public var subject: String
+    /// The `nickname` claim.
+    public var nickname: String?
+    /// The `birthdate` claim (`YYYY-MM-DD`).
+    public var birthdate: String?
+
+    public init(username: String, password: String, subject: String, nickname: String? = nil, birthdate: String? = nil) {
+        self.username = username
+        self.password = password
+        self.subject = subject
+        self.nickname = nickname
+        self.birthdate = birthdate
+    }
+}
+
+/// A client of the dev identity provider.
+public struct DevClient: Sendable, Hashable {
+    /// The `client_id`.
+    public var id: String
+    /// The secret, for confidential clients (`client_secret_basic` or `client_secret_post`).
+    public var secret: String?
+
+    public init(id: String, secret: String? = nil) {
+        self.id = id
+        self.secret = secret
+    }
+}
+
+/// How the dev identity provider behaves.
+public struct IdentityProviderConfiguration: Sendable {
+    /// Users; `demo`/`demo` by default.
+    public var users: [DevUser] = [DevUser(username: "demo", password: "demo", subject: "248289761001", nickname: "Demo", birthdate: "1990-04-01")]
+    /// Clients: the public `loginkit-cli` and the confidential `loginkit-service` (secret `dev-secret`).
+    public var clients: [DevClient] = [DevClient(id: "loginkit-cli"), DevClient(id: "loginkit-service", secret: "dev-secret")]
+    /// Access-token lifetime. Default 3600 s.
+    public var accessTokenLifetime: Duration = .seconds(3600)
+    /// ID-token lifetime. Default 3600 s.
+    public var idTokenLifetime: Duration = .seconds(3600)
+    /// Refresh-token lifetime. Default 1 day.
+    public var refreshTokenLifetime: Duration = .seconds(86_400)
+    /// Whether each refresh issues a new refresh token and retires the old one. Default `true`.
+    public var rotatesRefreshTokens = true
+    /// Whether presenting a retired refresh token revokes its whole family (reuse detection).
+    /// Default `true`.
+    public var revokesFamilyOnReuse = true
+    /// Device codes: lifetime and the minimum polling interval. Defaults 600 s and 5 s.
+    public var deviceCodeLifetime: Duration = .seconds(600)
+    public var deviceInterval: Duration = .seconds(5)
+    /// The time the provider issues and checks tokens by; inject a test clock's.
+    public var now: @Sendable () -> Date = { Date() }
+
+    public init() {}
+}
+
+extension Duration {
+    var wholeSeconds: Int { Int(components.seconds) }
+}

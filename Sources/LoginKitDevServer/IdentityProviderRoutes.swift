@@ -1,0 +1,154 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+import Hummingbird
+import LoginKitHTTP
+import LoginKitJOSE
+import NIOCore
+
+/// The identity provider's HTTP endpoints: discovery, JWKS, token, device authorization and its
+/// verification page, revocation, and the JSON login API.
+struct IdentityProviderRoutes {
+    let provider: IdentityProvider
+
+    /// The largest request body read: 64 KiB.
+    static let maximumBody = 64 * 1024
+
+    func register(on router: Router<DevRequestContext>) {
+        router.get(".well-known/openid-configuration") { _, _ in
+            Self.json(.ok, provider.discoveryDocument)
+        }
+        router.get(".well-known/jwks.json") { _, _ in
+            Self.json(.ok, provider.keySet.objectValue ?? [:], cacheControl: "public, max-age=300")
+        }
+        router.post("oauth/token") { request, _ in
+            try await handleToken(request)
+        }
+        router.post("oauth/device_authorization") { request, _ in
+            try await withClient(request) { client, fields in
+                Self.json(.ok, provider.deviceAuthorization(client: client, scope: fields["scope"]))
+            }
+        }
+        router.post("oauth/revoke") { request, _ in
+            try await withClient(request) { _, fields in
+                guard let token = fields["token"] else {
+                    throw IdentityProvider.OAuthError(status: 400, code: "invalid_request", description: "token is required")
+                }
+                provider.revoke(token: token)  // RFC 7009 §2.2: 200 whether or not the token was valid
+                return Response(status: .ok, headers: [.cacheControl: "no-store"])
+            }
+        }
+        router.get("device") { request, _ in
+            Self.html(Self.devicePage(userCode: request.uri.queryParameters["user_code"].map(String.init) ?? "", message: nil))
+        }
+        router.post("device") { request, _ in
+            let body = try await request.body.collect(upTo: Self.maximumBody)
+            let (fields, _) = FormURLEncoding.decodeFields(String(buffer: body))
+            let userCode = fields["user_code"] ?? ""
+            let approve = fields["action"] != "deny"
+            if approve {
+                guard let username = fields["username"], let password = fields["password"],
+                    provider.user(named: username, password: password) != nil
+                else { return Self.html(Self.devicePage(userCode: userCode, message: "Wrong username or password."), status: .unauthorized) }
+                let done = provider.decideDevice(userCode: userCode, username: username, approve: true)
+                return Self.html(Self.devicePage(userCode: userCode, message: done ? "Approved. You can return to your device." : "Unknown or expired code."))
+            }
+            let done = provider.decideDevice(userCode: userCode, username: nil, approve: false)
+            return Self.html(Self.devicePage(userCode: userCode, message: done ? "Denied." : "Unknown or expired code."))
+        }
+        router.post("login") { request, _ in
+            let body = try await request.body.collect(upTo: Self.maximumBody)
+            guard let value = try? JSONValue.parse(Array(body.readableBytesView)),
+                let id = value["id"]?.stringValue, let password = value["password"]?.stringValue
+            else { return Self.json(.badRequest, ["error": .string("invalid_request"), "error_description": .string("send {\"id\": …, \"password\": …}")]) }
+            do {
+                let clientID = value["client_id"]?.stringValue ?? "loginkit-cli"
+                return Self.json(.ok, try provider.jsonLogin(username: id, password: password, clientID: clientID))
+            } catch {
+                return Self.oauthError(error)
+            }
+        }
+    }
+
+    private func handleToken(_ request: Request) async throws -> Response {
+        try await withClient(request) { client, fields in
+            switch fields["grant_type"] {
+            case "password":
+                return Self.json(.ok, try provider.passwordGrant(client: client, username: fields["username"], password: fields["password"], scope: fields["scope"]))
+            case "refresh_token":
+                return Self.json(.ok, try provider.refreshGrant(client: client, refreshToken: fields["refresh_token"], scope: fields["scope"]))
+            case "client_credentials":
+                return Self.json(.ok, try provider.clientCredentialsGrant(client: client, scope: fields["scope"]))
+            case "urn:ietf:params:oauth:grant-type:device_code":
+                return Self.json(.ok, try provider.deviceCodeGrant(client: client, deviceCode: fields["device_code"]))
+            case nil:
+                throw IdentityProvider.OAuthError(status: 400, code: "invalid_request", description: "grant_type is required")
+            case let other?:
+                throw IdentityProvider.OAuthError(status: 400, code: "unsupported_grant_type", description: "\(other) is not supported")
+            }
+        }
+    }
+
+    /// Parses the form body, authenticates the client, runs `body`; OAuth errors become §5.2 responses.
+    private func withClient(
+        _ request: Request, _ body: (DevClient, [String: String]) throws -> Response
+    ) async throws -> Response {
+        let buffer = try await request.body.collect(upTo: Self.maximumBody)
+        let (fields, duplicates) = FormURLEncoding.decodeFields(String(buffer: buffer))
+        do {
+            guard duplicates.isEmpty else {
+                throw IdentityProvider.OAuthError(status: 400, code: "invalid_request", description: "repeated parameter \(duplicates.sorted().joined(separator: ", "))")
+            }
+            let client = try provider.authenticateClient(basic: Self.basicCredentials(request.headers[.authorization]), fields: fields)
+            return try body(client, fields)
+        } catch let error as IdentityProvider.OAuthError {
+            return Self.oauthError(error)
+        }
+    }
+
+    static func basicCredentials(_ header: String?) -> (String, String)? {
+        guard let header, header.lowercased().hasPrefix("basic ") else { return nil }
+        guard let data = Data(base64Encoded: String(header.dropFirst(6))), let text = String(data: data, encoding: .utf8),
+            let colon = text.firstIndex(of: ":")
+        else { return nil }
+        return (FormURLEncoding.decode("a=" + text[..<colon]).first?.1 ?? "", FormURLEncoding.decode("a=" + text[text.index(after: colon)...]).first?.1 ?? "")
+    }
+
+    static func oauthError(_ error: any Error) -> Response {
+        guard let error = error as? IdentityProvider.OAuthError else {
+            return json(.internalServerError, ["error": .string("server_error")])
+        }
+        var response = json(.init(code: error.status), ["error": .string(error.code), "error_description": .string(error.description)])
+        if error.status == 401 { response.headers[.wwwAuthenticate] = "Basic realm=\"loginkit-dev\"" }
+        return response
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ object: [String: JSONValue], cacheControl: String = "no-store") -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: "application/json", .cacheControl: cacheControl],
+            body: .init(byteBuffer: ByteBuffer(string: JSONValue.object(object).serialized))
+        )
+    }
+
+    static func html(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func devicePage(userCode: String, message: String?) -> String {
+        let safeCode = userCode.filter { $0.isLetter || $0.isNumber || $0 == "-" }
+        return """
+            <!doctype html><html><head><meta charset="utf-8"><title>LoginKit dev — device login</title></head>
+            <body><h1>Sign in a device</h1>\(message.map { "<p>\($0)</p>" } ?? "")
+            <form method="post" action="/device">
+            <label>Code <input name="user_code" value="\(safeCode)"></label><br>
+            <label>Username <input name="username"></label><br>
+            <label>Password <input name="password" type="password"></label><br>
+            <button name="action" value="approve">Approve</button> <button name="action" value="deny">Deny</button>
+            </form></body></html>
+            """
+    }
+}
