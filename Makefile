@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 # System packages: the C libraries LoginKit links, and what its tests start.
 BUILD_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config
-TEST_PACKAGES := $(BUILD_PACKAGES) openssl
+TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux
 
 SWIFT ?= swift
 
@@ -38,7 +38,8 @@ bench: deps
 	@echo "make bench: not implemented yet (see the benchmarks issue)"
 
 reliability: test-deps
-	@echo "make reliability: not implemented yet (see the reliability issue)"
+	$(SWIFT) build --build-tests
+	scripts/reliability.sh
 
 format:
 	$(SWIFT) format --in-place --recursive Sources Tests Mocks Package.swift

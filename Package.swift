@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
         // C libraries from Debian, wrapped by typed shims (Swift cannot call C variadics).
@@ -102,6 +103,7 @@ let package = Package(
             dependencies: [
                 "LoginKit", "LoginKitViewModel", "LoginKitDevServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
@@ -126,6 +128,24 @@ let package = Package(
         ),
         .testTarget(
             name: "LoginKitTests",
+            dependencies: [
+                "LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LoginKitViewModelTests",
+            dependencies: ["LoginKitViewModel", "LoginKitMocks", "LoginKit", "LoginKitDevServer", "LoginKitTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LoginKitMocksTests",
+            dependencies: ["LoginKitMocks", "LoginKit", "LoginKitTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "CLITests",
             dependencies: ["LoginKit", "LoginKitDevServer", "LoginKitTestSupport"],
             swiftSettings: strict
         ),

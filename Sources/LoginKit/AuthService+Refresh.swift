@@ -102,6 +102,8 @@ extension AuthService {
                 diagnostics.credentialsRejected = error.reason == .credentialsRejected
             case .failure(is NetworkError), .failure(is ServerError):
                 diagnostics.serverUnreachable = true
+            case .failure(is UpgradeRequiredError):
+                diagnostics.upgradeRequired = true
             case .failure:
                 break
             }
@@ -149,7 +151,7 @@ extension AuthService {
                 if stored.credentials != trigger, let expiry = kind.expiry(of: stored.credentials), expiry > clock.now {
                     return .tookStored(stored.credentials)  // someone else refreshed meanwhile
                 }
-                try await gate?.check()
+                try await checkGate()
                 switch try await refreshRetrying(stored) {
                 case .refreshed(let credentials):
                     refreshed = credentials

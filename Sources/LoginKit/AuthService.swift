@@ -93,7 +93,7 @@ public actor AuthService: AuthServiceProtocol {
         guard !isLoggingIn else { throw LoginInProgressError() }
         isLoggingIn = true
         defer { isLoggingIn = false }
-        try await gate?.check()
+        try await checkGate()
         let credentials: Credentials
         do {
             credentials = try await api.logIn(for: id, with: password)
@@ -125,7 +125,7 @@ public actor AuthService: AuthServiceProtocol {
         guard !isLoggingIn else { throw LoginInProgressError() }
         isLoggingIn = true
         defer { isLoggingIn = false }
-        try await gate?.check()
+        try await checkGate()
         let authorization = try await api.startDeviceAuthorization(scope: scope)
         await prompt(authorization)
         var interval = authorization.interval
@@ -151,7 +151,7 @@ public actor AuthService: AuthServiceProtocol {
         guard !isLoggingIn else { throw LoginInProgressError() }
         isLoggingIn = true
         defer { isLoggingIn = false }
-        try await gate?.check()
+        try await checkGate()
         let credentials = try await api.clientCredentials(scope: scope)
         var profile = StoredProfile(credentials: credentials, source: api.source, updatedAt: clock.now)
         profile.attributes["grant"] = "client_credentials"
@@ -192,6 +192,16 @@ public actor AuthService: AuthServiceProtocol {
     public func currentUser() async -> User? {
         guard let profile = try? await store.profile(named: profileName) else { return nil }
         return User(credentials: profile.credentials, fallbackID: User.ID(rawValue: profile.userID ?? ""))
+    }
+
+    /// Runs the version gate, recording a refusal in the diagnostics.
+    func checkGate() async throws {
+        do {
+            try await gate?.check()
+        } catch let error as UpgradeRequiredError {
+            updateDiagnostics { $0.upgradeRequired = true }
+            throw error
+        }
     }
 
     // MARK: Diagnostics

@@ -10,6 +10,13 @@ public final class DevServerMonitor: Sendable {
         var nextSubscriber = 0
         var testKeySet = TestKeySet(json: #"{"keys":[]}"#, cacheControl: nil)
         var faults: [String: [DevFault]] = [:]
+        var versionPolicy = DevVersionPolicy()
+    }
+
+    /// The policy `/version-policy` serves; change `minimumVersion` while the server runs.
+    public var versionPolicy: DevVersionPolicy {
+        get { state.withLock { $0.versionPolicy } }
+        set { state.withLock { $0.versionPolicy = newValue } }
     }
 
     /// Queues `faults` for the next requests to `path`, one fault per request, in order.
@@ -95,4 +102,15 @@ public final class DevServerMonitor: Sendable {
         }
         for subscriber in subscribers { subscriber.yield(path) }
     }
+}
+
+/// The minimum-version policy the dev server serves at `/version-policy`.
+public struct DevVersionPolicy: Sendable, Hashable {
+    public var title = "Update required"
+    public var message = "This version of LoginKit is no longer supported."
+    /// The minimum version, e.g. `0.1.0`.
+    public var minimumVersion = "0.0.0"
+    public var url: String? = "https://example.com/loginkit/releases"
+
+    public init() {}
 }

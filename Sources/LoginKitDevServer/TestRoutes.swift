@@ -5,6 +5,7 @@ import Foundation
 #endif
 import HTTPTypes
 import Hummingbird
+import LoginKitJOSE
 import NIOCore
 
 /// What `/test/echo` answers: the request as the server saw it.
@@ -75,6 +76,20 @@ struct TestRoutes {
             var headers: HTTPFields = [.contentType: "application/jwk-set+json"]
             if let cacheControl = keySet.cacheControl { headers[.cacheControl] = cacheControl }
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: keySet.json)))
+        }
+
+        router.get("version-policy") { request, _ -> Response in
+            let policy = monitor.versionPolicy
+            var members: [String: JSONValue] = [
+                "title": .string(policy.title), "message": .string(policy.message), "version": .string(policy.minimumVersion),
+            ]
+            if let url = policy.url { members["url"] = .string(url) }
+            let body = JSONValue.object(members).serialized
+            let etag = "\"\(String(UInt(bitPattern: body.utf8.reduce(5381) { ($0 << 5) &+ $0 &+ Int($1) }), radix: 16))\""
+            if request.headers[.ifNoneMatch] == etag {
+                return Response(status: .notModified, headers: [.eTag: etag])
+            }
+            return Response(status: .ok, headers: [.contentType: "application/json", .eTag: etag], body: .init(byteBuffer: ByteBuffer(string: body)))
         }
 
         group.get("connections") { _, _ -> String in

@@ -51,6 +51,9 @@ public struct IDTokenVerifier: Sendable {
         public var allowedAlgorithms: Set<JWSAlgorithm> = JWSAlgorithm.standard
         /// Allowed clock skew for `exp`, `nbf` and `iat`. Default 60 s.
         public var leeway: Duration = .seconds(60)
+        /// Whether `aud` is checked. Default `true`; off only for inspecting tokens (`loginkit verify`
+        /// without `--audience`).
+        public var checksAudience = true
         /// Whether `iat` must be present (OIDC requires it for ID tokens). Default `true`.
         public var requiresIssuedAt: Bool = true
         /// The longest token accepted. Default 64 KiB.
@@ -122,10 +125,10 @@ public struct IDTokenVerifier: Sendable {
         guard issuer == configuration.issuer else {
             throw TokenVerificationError(.wrongIssuer, "the token was issued by \"\(issuer)\", expected \"\(configuration.issuer)\"")
         }
-        guard claims.audience.contains(configuration.audience) else {
+        guard !configuration.checksAudience || claims.audience.contains(configuration.audience) else {
             throw TokenVerificationError(.wrongAudience, "the token is not meant for \"\(configuration.audience)\"")
         }
-        if claims.audience.count > 1 || claims.authorizedParty != nil {
+        if configuration.checksAudience, claims.audience.count > 1 || claims.authorizedParty != nil {
             guard claims.authorizedParty == configuration.audience else {
                 throw TokenVerificationError(.wrongAudience, "the token has several audiences and its \"azp\" is not \"\(configuration.audience)\"")
             }

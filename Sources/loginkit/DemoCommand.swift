@@ -1,18 +1,10 @@
 import ArgumentParser
-import HTTPTypes
+import Foundation
 import LoginKit
 import LoginKitDevServer
+import LoginKitViewModel
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
-/// `loginkit demo`: a guided tour against the embedded dev identity provider on a free port.
-///
-/// Today it shows the transport layer (one libcurl multi thread, keep-alive, cancellation, the
-/// safety refusals); the login, token and version-gate steps join as their layers land.
+/// `loginkit demo`: the dev identity provider on a free port and a tour in a temporary store.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
@@ -20,83 +12,91 @@ struct DemoCommand: AsyncParsableCommand {
     )
 
     func run() async throws {
-        try await DevServer.withServer { server in
-            try await CurlHTTPClient.withClient { client in
-                try await tour(server: server, client: client)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("loginkit-demo-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await reportingFailures {
+            try await DevServer.withServer { server in
+                try await CurlHTTPClient.withClient { client in
+                    try await tour(server: server, client: client, storePath: directory + "/tokens.json")
+                }
             }
         }
     }
 
-    private func tour(server: DevServer, client: CurlHTTPClient) async throws {
-        print("LoginKit demo — dev identity provider at \(server.baseURL)\n")
-
-        step(1, "A JSON POST round trip through CurlHTTPClient")
-        let request = try require(HTTPRequest(method: .post, url: server.url("/test/echo"), headerFields: [.contentType: "application/json"]))
-        let (response, body) = try await client.send(request, body: Data(#"{"hello":"loginkit"}"#.utf8))
-        let echo = try JSONDecoder().decode(EchoReply.self, from: body)
-        print("   status \(response.status.code), the server saw \(echo.method) \(echo.uri) with \(Data(base64Encoded: echo.body)?.count ?? 0) body bytes\n")
-
-        step(2, "100 concurrent requests on one libcurl multi thread")
-        server.monitor.reset()
+    @MainActor
+    private func tour(server: DevServer, client: CurlHTTPClient, storePath: String) async throws {
         let started = ContinuousClock.now
-        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<100 {
-                group.addTask {
-                    let get = try require(HTTPRequest(method: .get, url: server.url("/test/status/200")))
-                    return try await client.send(get, body: nil).0.status.code
-                }
-            }
-            return try await group.reduce(into: [Int]()) { $0.append($1) }
-        }
-        let elapsed = ContinuousClock.now - started
-        print("   \(statuses.filter { $0 == 200 }.count) × 200 OK in \(elapsed.formatted(.units(allowed: [.milliseconds]))), over \(server.monitor.connectionCount) connections\n")
+        print("LoginKit demo — dev identity provider at \(server.issuer)")
+        print("store: \(storePath) (temporary)\n")
+        let store = try IDTokenStore(path: storePath, sealing: .none)
+        let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: client)
+        let service = AuthService(api: api, store: store)
 
-        step(3, "100 sequential requests reuse one kept-alive connection")
-        server.monitor.reset()
-        for _ in 0..<100 {
-            let get = try require(HTTPRequest(method: .get, url: server.url("/test/status/200")))
-            _ = try await client.send(get, body: nil)
-        }
-        print("   the server counted \(server.monitor.connectionCount) connection(s) for 100 requests\n")
+        step(1, "Log in as demo/demo through LoginViewModel (the CLI's `login` drives the same view-model)")
+        let viewModel = LoginViewModel(service: service)
+        viewModel.id = "demo"
+        viewModel.password = "wrong password"
+        await viewModel.loginButtonPressed()
+        print("   wrong password → \(viewModel.loginErrorMessage?.text ?? "?")")
+        viewModel.password = "demo"
+        var dismissals = viewModel.dismissals.makeAsyncIterator()
+        await viewModel.loginButtonPressed()
+        guard let user = await dismissals.next() else { throw CLIFailure(exitCode: 1, "the demo login failed") }
+        print("   right password → logged in; button enabled again: \(viewModel.isLoginButtonEnabled)\n")
 
-        step(4, "Cancelling a request the server holds for 30 s")
-        let arrivals = server.monitor.arrivals()
-        let slow = try require(HTTPRequest(method: .get, url: server.url("/test/delay/30000")))
-        let task = Task { try await client.send(slow, body: nil) }
-        for await path in arrivals where path == "/test/delay/30000" { break }
-        let cancelledAt = ContinuousClock.now
-        task.cancel()
-        let outcome: String
+        step(2, "The user and the verified ID token's claims")
+        print("   user: id \(user.id), preferred_username \(user.preferredUsername ?? "-"), nickname \(user.nickname ?? "-"), birthdate \(user.birthdate ?? "-")")
+        let idToken = try await service.validIDToken()
+        let claims = try idToken.unverifiedClaims()
+        print("   claims (signature checked against \(server.issuer)/.well-known/jwks.json at login):")
+        for name in ["iss", "sub", "aud", "preferred_username", "iat", "exp"] {
+            print("     \(name): \(claims[name]?.serialized ?? "-")")
+        }
+        print("")
+
+        step(3, "100 concurrent requests for a token that has expired → one refresh")
+        guard var profile = try await store.profile(named: "default") else { throw CLIFailure(exitCode: 1, "no profile") }
+        profile.credentials.expiresAt = Date().addingTimeInterval(-1)
+        profile.credentials.idTokenExpiresAt = Date().addingTimeInterval(-1)
+        profile.updatedAt = Date().addingTimeInterval(-3601)
+        try await store.save(profile, as: "default")  // as if an hour had passed
+        let before = server.monitor.requestCount(path: "/oauth/token")
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<100 { group.addTask { try await service.validIDToken().rawValue } }
+            var distinct = Set<String>()
+            for try await token in group { distinct.insert(token) }
+            return distinct
+        }
+        let refreshes = server.monitor.requestCount(path: "/oauth/token") - before
+        print("   100 callers got \(tokens.count) distinct token; the server counted \(refreshes) token request(s)\n")
+
+        step(4, "An outdated version is refused by the version gate")
+        server.monitor.versionPolicy.minimumVersion = "9.0.0"
+        let gate = VersionGate(
+            configuration: .init(url: server.url("/version-policy"), currentVersion: try SemanticVersion(parsing: LoginKitCLI.version.description)),
+            transport: client
+        )
+        let gated = AuthService(api: api, store: InMemoryTokenStore(), gate: gate)
         do {
-            _ = try await task.value
-            outcome = "unexpectedly completed"
-        } catch is CancellationError {
-            outcome = "CancellationError after \((ContinuousClock.now - cancelledAt).formatted(.units(allowed: [.milliseconds])))"
+            _ = try await gated.logIn(for: User.ID(rawValue: "demo"), with: "demo")
+            print("   unexpectedly allowed")
+        } catch let error as UpgradeRequiredError {
+            print("   loginkit \(error.currentVersion) < minimum \(error.policy.version): \"\(error.policy.title): \(error.policy.message)\" (\(error.policy.url ?? "-"))")
+            print("   the CLI exits with code 6 in this case\n")
         }
-        print("   \(outcome)\n")
 
-        step(5, "Safety refusals")
+        step(5, "Log out: revoke at the provider, delete the profile")
+        await service.logOut()
+        print("   revocation requests: \(server.monitor.requestCount(path: "/oauth/revoke")); profile left: \(try await store.profile(named: "default") == nil ? "none" : "still there")")
         do {
-            let insecure = try require(HTTPRequest(method: .get, url: "http://example.com/token"))
-            _ = try await client.send(insecure, body: nil)
-            print("   plain http to example.com: unexpectedly sent")
-        } catch let error as NetworkError {
-            print("   plain http to example.com: refused without touching the network (\(error.code))")
+            _ = try await service.validIDToken()
+        } catch let error as LoginRequiredError {
+            print("   a token request now says: \(error.message) (CLI exit code 3)\n")
         }
-        let redirect = try require(HTTPRequest(method: .post, url: server.url("/test/redirect")))
-        let (redirected, _) = try await client.send(redirect, body: Data("secret".utf8))
-        print("   a 302 from the token endpoint: returned as \(redirected.status.code), not followed\n")
-
-        print("Done. Next: `make test` runs the whole suite.")
+        print("Done in \((ContinuousClock.now - started).formatted(.units(allowed: [.milliseconds]))). Next: `make test` runs every test.")
     }
 
     private func step(_ number: Int, _ title: String) {
         print("\(number). \(title)")
     }
-}
-
-/// Unwraps a value the demo built from constants; a `nil` is a bug in the demo, reported as an error.
-private func require<T>(_ value: T?) throws -> T {
-    guard let value else { throw ValidationError("the demo built an invalid request") }
-    return value
 }

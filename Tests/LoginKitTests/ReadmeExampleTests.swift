@@ -1,33 +1,35 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
 import Foundation
-#endif
 import LoginKit
 import LoginKitDevServer
+import LoginKitTestSupport
 import Testing
 
-/// The README's usage example, verbatim but for the URL, run against the dev server: if the README
-/// example stops compiling or working, this fails.
+/// The README's usage example, line for line, against the dev identity provider: if the README
+/// stops compiling or working, this fails.
 @Suite struct ReadmeExampleTests {
-    @Test func theReadmeTransportExampleWorks() async throws {
-        let status = try await DevServer.withServer { server in
-            try await readmeExample(tokenURL: server.url("/test/echo"))
-        }
-        #expect(status == 200)
-    }
+    @Test func theReadmeExampleWorks() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                var dev = server.identityProvider
+                dev.users.append(DevUser(username: "alice", password: "alice-pw", subject: "alice-1"))
+                dev.clients.append(DevClient(id: "my-cli"))
+                server.identityProvider = dev
+                let issuer = server.issuer
+                let password = "alice-pw"
+                setenv("LOGINKIT_STORE", directory + "/tokens.json", 1)
+                defer { unsetenv("LOGINKIT_STORE") }
 
-    private func readmeExample(tokenURL: String) async throws -> Int {
-        // --- README begins
-        let client = try CurlHTTPClient()
-        guard let request = HTTPRequest(
-            method: .post, url: tokenURL,
-            headerFields: [.contentType: "application/x-www-form-urlencoded"]
-        ) else { throw NetworkError(.invalidRequest, "bad token URL") }
-        let (response, body) = try await client.send(request, body: Data("grant_type=client_credentials".utf8))
-        print(response.status, body.count)
-        await client.shutdown()
-        // --- README ends
-        return response.status.code
+                // --- README begins
+                let api = OAuth2API(configuration: .init(issuer: issuer, clientID: "my-cli"), transport: try CurlHTTPClient())
+                let service = AuthService(api: api, store: try IDTokenStore())
+                let user = try await service.logIn(for: User.ID(rawValue: "alice"), with: password)
+                let token = try await service.validIDToken()  // refreshed once, however many callers ask at once
+                // --- README ends
+
+                #expect(user.id.rawValue == "alice-1")
+                #expect(token.rawValue.split(separator: ".").count == 3)
+                #expect(FileManager.default.fileExists(atPath: directory + "/tokens.json"))
+            }
+        }
     }
 }

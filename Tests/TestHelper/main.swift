@@ -1,7 +1,7 @@
 // loginkit-test-helper: the child process the multi-process tests start.
 //
 //   increment <store> <profile> <count>   <count> locked read-modify-write increments of attributes["counter"]
-//   save-loop <store> <profile>           saves counter 1, 2, 3, … printing each value once its save returned
+//   save-loop <store> <profile> <progress> saves counter 1, 2, 3, …, recording each value once its save returned
 //   token <store> <issuer> <client-id>    prints a valid ID token for profile "default", refreshing as needed
 //   measure-save <directory> <rounds>     median save latency against a bare durable write
 import Foundation
@@ -26,8 +26,8 @@ struct TestHelper {
             case "measure-save" where arguments.count == 4:
                 guard let count = Int(arguments[3]) else { throw Usage() }
                 try await measureSave(directory: arguments[2], count: count)
-            case "save-loop" where arguments.count == 4:
-                try await saveLoop(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3])
+            case "save-loop" where arguments.count == 5:
+                try await saveLoop(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], progress: arguments[4])
             default:
                 throw Usage()
             }
@@ -89,10 +89,17 @@ struct TestHelper {
         close(directoryDescriptor)
     }
 
-    static func saveLoop(store: IDTokenStore, profile name: String) async throws {
+    /// Saves 1, 2, 3, …; after each save returns, appends the value to `progress` (so the parent
+    /// knows every completed save even after a SIGKILL) and prints it.
+    static func saveLoop(store: IDTokenStore, profile name: String, progress: String) async throws {
+        let descriptor = open(progress, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Usage() }
+        defer { close(descriptor) }
         for counter in 1...1_000_000 {
             try await store.save(profile(counter: counter), as: name)
-            FileHandle.standardOutput.write(Data("\(counter)\n".utf8))
+            let line = Array("\(counter)\n".utf8)
+            _ = line.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            FileHandle.standardOutput.write(Data(line))
         }
     }
 }

@@ -85,3 +85,11 @@ public func thrown<T>(_ operation: () async throws -> T) async -> (any Error)? {
         return error
     }
 }
+
+/// Runs blocking work (a pipe read to EOF, waiting for a process) on its own thread, never on the
+/// cooperative pool, whose few threads the servers under test need.
+public func onDedicatedThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: work()) }
+    }
+}

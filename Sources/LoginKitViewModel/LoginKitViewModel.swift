@@ -1,2 +1,0 @@
-// LoginKitViewModel: LoginViewModel<Service> (issue 6).
-import LoginKit

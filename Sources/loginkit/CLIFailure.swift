@@ -1,0 +1,62 @@
+import LoginKit
+
+/// A failure the CLI reports as one line on stderr and an exit code from the contract.
+struct CLIFailure: Error {
+    let exitCode: Int32
+    let message: String
+    let detail: String?
+
+    init(exitCode: Int32, _ message: String, detail: String? = nil) {
+        self.exitCode = exitCode
+        self.message = message
+        self.detail = detail
+    }
+
+    /// The contract's exit code and a one-line message for any error LoginKit throws.
+    init(_ error: any Error) {
+        switch error {
+        case let failure as CLIFailure:
+            self = failure
+        case let error as LoginRequiredError:
+            self.init(exitCode: 3, error.message + (error.reason == .noIDToken ? "" : "; run `loginkit login`"), detail: "\(error)")
+        case let error as LoginError:
+            self.init(exitCode: 4, error.message, detail: "\(error)")
+        case let error as NetworkError:
+            self.init(exitCode: 5, error.message, detail: "\(error)")
+        case let error as ServerError:
+            self.init(exitCode: 5, error.message, detail: "\(error)")
+        case let error as UpgradeRequiredError:
+            var text = "\(error.policy.title): \(error.policy.message)"
+            if let url = error.policy.url { text += " Upgrade: \(url)" }
+            self.init(exitCode: 6, text, detail: "\(error)")
+        case let error as TokenVerificationError:
+            self.init(exitCode: 7, "token verification failed: \(error.message)", detail: "\(error)")
+        case let error as TokenStoreError:
+            self.init(exitCode: 1, error.message, detail: "\(error)")
+        case is LoginInProgressError:
+            self.init(exitCode: 1, "a login is already in progress")
+        default:
+            self.init(exitCode: 1, "failed: \(type(of: error))", detail: "\(error)")
+        }
+    }
+
+    static func usage(_ message: String) -> CLIFailure {
+        CLIFailure(exitCode: 2, message)
+    }
+
+    func report() {
+        Terminal.standardError("loginkit: \(message)")
+        if Terminal.verbose, let detail { Terminal.standardError("  detail: \(detail)") }
+    }
+}
+
+/// Runs `body`, turning every error into a `CLIFailure`.
+func reportingFailures<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let failure as CLIFailure {
+        throw failure
+    } catch {
+        throw CLIFailure(error)
+    }
+}

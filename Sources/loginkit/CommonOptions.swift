@@ -1,0 +1,83 @@
+import ArgumentParser
+import Foundation
+import LoginKit
+
+/// `--profile`, `--store`, `--verbose`: shared by every command that touches the store.
+struct StoreOptions: ParsableArguments {
+    @Option(help: "The profile to use (default: $LOGINKIT_PROFILE, else \"default\").")
+    var profile: String?
+
+    @Option(help: "The token store file (default: $LOGINKIT_STORE, else $XDG_STATE_HOME/loginkit/tokens.json).")
+    var store: String?
+
+    @Flag(help: "Print more detail about failures.")
+    var verbose = false
+
+    var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    /// Flags beat variables.
+    var profileName: String { profile ?? environment["LOGINKIT_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default" }
+
+    func openStore() throws -> IDTokenStore {
+        Terminal.verbose = verbose
+        do {
+            return try IDTokenStore(path: store, sealing: .environment, environment: environment)
+        } catch {
+            throw CLIFailure(error)
+        }
+    }
+}
+
+/// Builds the API a stored profile came from, so that `token` works with nothing but `--profile`.
+enum APIFactory {
+    static func api(for source: CredentialSource, transport: any HTTPTransport, clientSecret: String?) throws -> any AuthAPI {
+        switch source.kind {
+        case .oauth2:
+            guard let clientID = source.clientID else { throw CLIFailure(exitCode: 1, "the profile has no client ID; log in again") }
+            var configuration = OAuth2API.Configuration(issuer: source.endpoint, clientID: clientID, clientSecret: clientSecret)
+            if let scope = source.scope { configuration.scope = scope }
+            return OAuth2API(configuration: configuration, transport: transport)
+        case .cognito:
+            guard let clientID = source.clientID, let poolID = source.poolID, let region = source.region else {
+                throw CLIFailure(exitCode: 1, "the profile lacks its Cognito pool, client or region; log in again")
+            }
+            return CognitoAPI(configuration: .init(poolID: poolID, clientID: clientID, region: region, endpoint: source.endpoint), transport: transport)
+        case .jsonLogin:
+            return JSONLoginAPI(configuration: .init(loginURL: source.endpoint), transport: transport)
+        }
+    }
+
+    /// The client secret from `LOGINKIT_CLIENT_SECRET` (never a flag value).
+    static var environmentSecret: String? {
+        ProcessInfo.processInfo.environment["LOGINKIT_CLIENT_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// An `AuthService` for the stored profile, or exit 3 when there is none.
+    static func service(options: StoreOptions, transport: any HTTPTransport) async throws -> (AuthService, IDTokenStore) {
+        let store = try options.openStore()
+        let profile: StoredProfile?
+        do {
+            profile = try await store.profile(named: options.profileName)
+        } catch {
+            throw CLIFailure(error)
+        }
+        guard let profile else {
+            throw CLIFailure(exitCode: 3, "not logged in (profile \"\(options.profileName)\"); run `loginkit login`")
+        }
+        let api = try api(for: profile.source, transport: transport, clientSecret: environmentSecret)
+        return (AuthService(api: api, store: store, profile: options.profileName), store)
+    }
+}
+
+/// JSON output helpers.
+enum JSONOutput {
+    static func print(_ object: [String: Any]) {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted]) else { return }
+        Swift.print(String(decoding: data, as: UTF8.self))
+    }
+
+    static func timestamp(_ date: Date?) -> Any {
+        guard let date else { return NSNull() }
+        return ISO8601DateFormatter().string(from: date)
+    }
+}

@@ -1,0 +1,71 @@
+import ArgumentParser
+import Foundation
+import Logging
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `loginkit`: log in, print tokens, run the dev identity provider. The contract (flags, variables,
+/// exit codes) is in docs/cli.md.
+struct LoginKitCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "loginkit",
+        abstract: "Log in over HTTP, keep tokens safe on disk, print valid tokens.",
+        discussion: """
+            Exit codes: 0 ok, 1 other failure, 2 usage, 3 login required, 4 credentials rejected,
+            5 network or server failure, 6 upgrade required, 7 token verification failed.
+            """,
+        version: LoginKitCLI.version.description,
+        subcommands: [
+            LoginCommand.self, TokenCommand.self, StatusCommand.self, LogoutCommand.self, VerifyCommand.self,
+            DevServerCommand.self, DemoCommand.self,
+        ]
+    )
+}
+
+@main
+enum LoginKitCLI {
+    /// This CLI's version, checked against version policies.
+    static let version = SemanticVersionText(major: 0, minor: 1, patch: 0)
+
+    static func main() async {
+        // Library logs go to stderr, quiet unless asked for: stdout carries only results (tokens, JSON).
+        let level = ProcessInfo.processInfo.environment["LOGINKIT_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        do {
+            var command = try LoginKitCommand.parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let failure as CLIFailure {
+            failure.report()
+            exit(failure.exitCode)
+        } catch {
+            let code = LoginKitCommand.exitCode(for: error)
+            let message = LoginKitCommand.fullMessage(for: error)
+            if code == .success {
+                if !message.isEmpty { print(message) }
+                exit(0)
+            }
+            if let exitCode = error as? ExitCode {
+                exit(exitCode.rawValue)
+            }
+            if !message.isEmpty { Terminal.standardError(message) }
+            exit(2)  // the contract's usage code (ArgumentParser would use 64)
+        }
+    }
+}
+
+/// A version triple for `--version`, without pulling LoginKit into argument parsing.
+struct SemanticVersionText: CustomStringConvertible {
+    let major: Int, minor: Int, patch: Int
+    var description: String { "\(major).\(minor).\(patch)" }
+}

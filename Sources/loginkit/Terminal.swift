@@ -1,0 +1,74 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// stderr, TTY detection, no-echo password input and the spinner.
+enum Terminal {
+    private static let verboseFlag = Atomic<Bool>(false)
+
+    /// Whether `--verbose` was given.
+    static var verbose: Bool {
+        get { verboseFlag.load(ordering: .relaxed) }
+        set { verboseFlag.store(newValue, ordering: .relaxed) }
+    }
+
+    static var stdinIsTTY: Bool { isatty(STDIN_FILENO) == 1 }
+    static var stderrIsTTY: Bool { isatty(STDERR_FILENO) == 1 }
+
+    /// Writes one line to stderr.
+    static func standardError(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// Reads a password from the terminal without echo.
+    static func readPasswordWithoutEcho(prompt: String) throws -> String {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        var original = termios()
+        guard tcgetattr(STDIN_FILENO, &original) == 0 else {
+            throw CLIFailure.usage("cannot read a password without a terminal; use --password-stdin")
+        }
+        var silent = original
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &original)
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+        guard let line = readLine(strippingNewline: true) else {
+            throw CLIFailure.usage("no password was entered")
+        }
+        return line
+    }
+
+    /// Reads one line (a password or secret) from stdin.
+    static func readSecretLine(_ what: String) throws -> String {
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+            throw CLIFailure.usage("expected the \(what) on standard input")
+        }
+        return line
+    }
+
+    /// Shows a spinner on stderr (TTY only) while `body` runs.
+    nonisolated(nonsending) static func withSpinner<T>(_ label: String, _ body: () async throws -> T) async rethrows -> T {
+        guard stderrIsTTY else { return try await body() }
+        let spinner = Task {
+            let frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+            var index = 0
+            while !Task.isCancelled {
+                FileHandle.standardError.write(Data("\r\(frames[index % frames.count]) \(label)".utf8))
+                index += 1
+                try? await Task.sleep(for: .milliseconds(100))  // animation frame, not a wait for an event
+            }
+            FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        }
+        defer { spinner.cancel() }
+        let result = try await body()
+        spinner.cancel()
+        await spinner.value
+        return result
+    }
+}
