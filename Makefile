@@ -31,6 +31,7 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path)/loginkit demo
 
 test: test-deps
+	scripts/check-doc-snippets.sh
 	$(SWIFT) build --build-tests
 	LOGINKIT_REQUIRE_MOTO=1 scripts/with-moto.sh $(SWIFT) test --skip-build
 

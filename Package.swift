@@ -141,7 +141,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LoginKitMocksTests",
-            dependencies: ["LoginKitMocks", "LoginKit", "LoginKitTestSupport"],
+            dependencies: ["LoginKitMocks", "LoginKit", "LoginKitViewModel", "LoginKitTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -3,15 +3,20 @@ public import LoginKit
 /// An `AuthAPI` whose calls suspend until the test resumes them; for testing code built on
 /// `AuthService` (hold a refresh in flight, fail it on purpose, count calls).
 public final class MockAuthAPI: AuthAPI {
+    /// A suspended `logIn(for:with:)`.
     public typealias LogInCall = SuspendedCall<(id: User.ID, password: String), Credentials>
+    /// A suspended `refresh(_:)`.
     public typealias RefreshCall = SuspendedCall<Credentials, Credentials>
+    /// A suspended `revoke(_:)`.
     public typealias RevokeCall = SuspendedCall<Credentials, Void>
 
     private let logIns = CallQueue<LogInCall>()
     private let refreshes = CallQueue<RefreshCall>()
     private let revocations = CallQueue<RevokeCall>()
+    /// What profiles logged in through this mock remember.
     public let source: CredentialSource
 
+    /// A `MockAuthAPI` from its parts; see each property for what it means.
     public init(source: CredentialSource = CredentialSource(kind: .oauth2, endpoint: "https://issuer.test", clientID: "mock")) {
         self.source = source
     }

@@ -26,6 +26,7 @@ public final class MockAuthService: AuthServiceProtocol {
     /// What `currentUser()` returns (not suspended).
     public let user: User?
 
+    /// A `MockAuthService` from its parts; see each property for what it means.
     public init(currentUser: User? = nil) {
         self.user = currentUser
     }

@@ -14,6 +14,7 @@ public final class MockHTTPTransport: HTTPTransport {
     private let script = Mutex<[Result<(HTTPResponse, Data), any Error>]>([])
     private let requests = CallQueue<RequestCall>()
 
+    /// A `MockHTTPTransport` with the defaults documented on each property.
     public init() {}
 
     /// Queues a canned response for the next unscripted request.

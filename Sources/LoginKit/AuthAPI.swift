@@ -59,6 +59,7 @@ public struct DeviceAuthorization: Sendable, Hashable {
     /// How long to wait between polls.
     public let interval: Duration
 
+    /// A `DeviceAuthorization` from its parts; see each property for what it means.
     public init(deviceCode: String, userCode: String, verificationURI: String, verificationURIComplete: String?, expiresAt: Date, interval: Duration) {
         self.deviceCode = deviceCode
         self.userCode = userCode

@@ -37,6 +37,7 @@ public struct LoginError: Error, Sendable, CustomStringConvertible {
     /// The provider's own error code (`invalid_grant`, `NotAuthorizedException`, …), when it sent one.
     public let providerError: String?
 
+    /// A `LoginError` from its parts; see each property for what it means.
     public init(_ code: Code, _ message: String, providerError: String? = nil) {
         self.code = code
         self.message = message
@@ -84,6 +85,7 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
     /// How long the server asked to wait (`Retry-After`), for `.rateLimited` and `.unavailable`.
     public let retryAfter: Duration?
 
+    /// A `ServerError` from its parts; see each property for what it means.
     public init(_ code: Code, _ message: String, status: Int? = nil, providerError: String? = nil, retryAfter: Duration? = nil) {
         self.code = code
         self.message = message
@@ -120,6 +122,7 @@ public struct LoginRequiredError: Error, Sendable, CustomStringConvertible {
     /// What to do.
     public let message: String
 
+    /// A `LoginRequiredError` from its parts; see each property for what it means.
     public init(_ reason: Reason, profile: String, _ message: String) {
         self.reason = reason
         self.profile = profile
@@ -131,6 +134,7 @@ public struct LoginRequiredError: Error, Sendable, CustomStringConvertible {
 
 /// A login was started while another one is still in flight; nothing was sent.
 public struct LoginInProgressError: Error, Sendable, CustomStringConvertible {
+    /// A `LoginInProgressError` with the defaults documented on each property.
     public init() {}
     public var description: String { "LoginInProgressError: a login is already in progress" }
 }

@@ -22,7 +22,7 @@ extension AuthService {
         sessionGoals.values.reduce(nil) { partial, goal in partial?.combined(with: goal) ?? goal }
     }
 
-    func endSession(_ id: UInt64) {
+    func endSession(_ id: UInt64) async {
         guard sessionGoals.removeValue(forKey: id) != nil else { return }
         if sessionGoals.isEmpty {
             proactiveRefresh?.cancel()
@@ -30,6 +30,7 @@ extension AuthService {
         } else {
             restartProactiveRefresh()
         }
+        await evaluateGoal()  // the remaining goal may be looser
     }
 
     /// (Re)starts the proactive loop when sessions are held: sleep until the goal's margin before

@@ -37,6 +37,7 @@ public actor AuthService: AuthServiceProtocol {
         /// How long logout waits for revocation before deleting the profile anyway. Default 5 s.
         public var revocationTimeout: Duration = .seconds(5)
 
+        /// A `Configuration` with the defaults documented on each property.
         public init() {}
     }
 

@@ -14,6 +14,7 @@ public final class AuthSession: Sendable {
         /// Whether an ID token is needed (not only an access token).
         public var requiresIDToken: Bool
 
+        /// A `Goal` from its parts; see each property for what it means.
         public init(minimumValidity: Duration = .seconds(60), scopes: Set<String> = [], requiresIDToken: Bool = false) {
             self.minimumValidity = minimumValidity
             self.scopes = scopes
@@ -74,6 +75,7 @@ public struct AuthDiagnostics: Sendable, Hashable, CustomStringConvertible {
     /// The credentials expire sooner than a session needs.
     public var expiringSoon = false
 
+    /// A `AuthDiagnostics` with the defaults documented on each property.
     public init() {}
 
     /// Whether nothing stands between the sessions and their goal.

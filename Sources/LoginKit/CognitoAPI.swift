@@ -28,6 +28,7 @@ public struct CognitoAPI: AuthAPI {
         /// Whether ID tokens are verified against the pool's keys. Default `true`.
         public var verifiesIDTokens = true
 
+        /// A `Configuration` from its parts; see each property for what it means.
         public init(poolID: String, clientID: String, region: String, endpoint: String? = nil) {
             self.poolID = poolID
             self.clientID = clientID
@@ -50,6 +51,7 @@ public struct CognitoAPI: AuthAPI {
     private let verifier: IDTokenVerifier?
     private let now: @Sendable () -> Date
 
+    /// A `CognitoAPI` from its parts; see each property for what it means.
     public init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }) {
         self.configuration = configuration
         self.endpoint = TokenEndpoint(transport: transport)

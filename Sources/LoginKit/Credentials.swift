@@ -25,6 +25,7 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     /// When the ID token expires (its `exp`).
     public var idTokenExpiresAt: Date?
 
+    /// A `Credentials` from its parts; see each property for what it means.
     public init(
         idToken: IDToken? = nil, accessToken: String? = nil, refreshToken: String? = nil, tokenType: String? = nil,
         expiresAt: Date? = nil, scope: String? = nil, issuer: String? = nil, idTokenExpiresAt: Date? = nil

@@ -9,6 +9,7 @@ public struct IDToken: Sendable, Hashable, Codable, CustomStringConvertible, Cus
     /// The compact JWT.
     public let rawValue: String
 
+    /// A `IDToken` from its parts; see each property for what it means.
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
@@ -20,6 +21,7 @@ public struct IDToken: Sendable, Hashable, Codable, CustomStringConvertible, Cus
         try JWTClaims(payload: CompactJWS(parsing: rawValue).payload)
     }
 
+    /// A `IDToken` from its parts; see each property for what it means.
     public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)
     }

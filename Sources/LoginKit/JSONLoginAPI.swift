@@ -26,6 +26,7 @@ public struct JSONLoginAPI: AuthAPI {
         /// Verifies returned ID tokens when set.
         public var verifier: IDTokenVerifier?
 
+        /// A `Configuration` from its parts; see each property for what it means.
         public init(loginURL: String, verifier: IDTokenVerifier? = nil) {
             self.loginURL = loginURL
             self.verifier = verifier
@@ -37,6 +38,7 @@ public struct JSONLoginAPI: AuthAPI {
     private let endpoint: TokenEndpoint
     private let now: @Sendable () -> Date
 
+    /// A `JSONLoginAPI` from its parts; see each property for what it means.
     public init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }) {
         self.configuration = configuration
         self.endpoint = TokenEndpoint(transport: transport)

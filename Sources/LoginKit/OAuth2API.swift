@@ -36,6 +36,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         /// Clock skew allowed when checking ID tokens. Default 60 s.
         public var leeway: Duration = .seconds(60)
 
+        /// A `Configuration` from its parts; see each property for what it means.
         public init(issuer: String, clientID: String, clientSecret: String? = nil) {
             self.issuer = issuer
             self.clientID = clientID
@@ -51,10 +52,15 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
 
     /// The provider metadata LoginKit uses.
     public struct Metadata: Sendable {
+        /// The issuer, as configured and as the discovery document confirmed.
         public let issuer: String
+        /// `token_endpoint`.
         public let tokenEndpoint: String
+        /// `jwks_uri`, when published.
         public let jwksURI: String?
+        /// `device_authorization_endpoint`, when offered.
         public let deviceAuthorizationEndpoint: String?
+        /// `revocation_endpoint`, when offered.
         public let revocationEndpoint: String?
     }
 

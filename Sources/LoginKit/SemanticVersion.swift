@@ -18,11 +18,14 @@ public struct SemanticVersion: Sendable, Hashable, Comparable, Codable, Lossless
 
     /// A version that failed to parse, with the reason.
     public struct ParseError: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The text that failed to parse.
         public let input: String
+        /// Why it is not a version.
         public let reason: String
         public var description: String { "\"\(input)\" is not a semantic version: \(reason)" }
     }
 
+    /// A `SemanticVersion` from its parts; see each property for what it means.
     public init(major: UInt64, minor: UInt64 = 0, patch: UInt64 = 0, preRelease: [String] = [], buildMetadata: [String] = []) {
         self.major = major
         self.minor = minor
@@ -125,6 +128,7 @@ public struct SemanticVersion: Sendable, Hashable, Comparable, Codable, Lossless
         return lhs.preRelease.count < rhs.preRelease.count
     }
 
+    /// A `SemanticVersion` from its parts; see each property for what it means.
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         do {

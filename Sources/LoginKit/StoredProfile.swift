@@ -18,6 +18,7 @@ public struct StoredProfile: Sendable, Hashable, Codable {
     /// When this profile was last written.
     public var updatedAt: Date
 
+    /// A `StoredProfile` from its parts; see each property for what it means.
     public init(
         credentials: Credentials, source: CredentialSource, userID: String? = nil,
         attributes: [String: String] = [:], updatedAt: Date = Date()
@@ -61,6 +62,7 @@ public struct CredentialSource: Sendable, Hashable, Codable {
     /// The scope asked for at login, reused on refresh.
     public var scope: String?
 
+    /// A `CredentialSource` from its parts; see each property for what it means.
     public init(kind: Kind, endpoint: String, clientID: String? = nil, poolID: String? = nil, region: String? = nil, scope: String? = nil) {
         self.kind = kind
         self.endpoint = endpoint

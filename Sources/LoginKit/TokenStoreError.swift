@@ -46,6 +46,7 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
     /// Where the error was thrown.
     public let line: Int
 
+    /// A `TokenStoreError` from its parts; see each property for what it means.
     public init(_ code: Code, path: String, _ message: String, errno: Int32? = nil, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.path = path

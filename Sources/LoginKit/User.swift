@@ -2,7 +2,9 @@
 public struct User: Identifiable, Sendable, Hashable {
     /// A user's stable identifier: the `sub` claim, or the login ID.
     public struct ID: Hashable, Sendable, CustomStringConvertible {
+        /// The identifier as the provider wrote it.
         public let rawValue: String
+        /// A `ID` from its parts; see each property for what it means.
         public init(rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
     }
@@ -16,6 +18,7 @@ public struct User: Identifiable, Sendable, Hashable {
     /// `birthdate` as the provider wrote it (`YYYY-MM-DD`, or `0000-MM-DD` when the year is withheld).
     public var birthdate: String?
 
+    /// A `User` from its parts; see each property for what it means.
     public init(id: ID, preferredUsername: String? = nil, nickname: String? = nil, birthdate: String? = nil) {
         self.id = id
         self.preferredUsername = preferredUsername

@@ -33,6 +33,7 @@ public actor VersionGate: AuthGate {
         /// Whether an unreachable policy (and no default) refuses logins. Default `false`.
         public var failsClosed = false
 
+        /// A `Configuration` from its parts; see each property for what it means.
         public init(url: String, currentVersion: SemanticVersion, defaultPolicy: VersionPolicy? = nil) {
             self.url = url
             self.currentVersion = currentVersion
@@ -52,6 +53,7 @@ public actor VersionGate: AuthGate {
     /// How many requests the gate has made.
     public private(set) var fetchCount = 0
 
+    /// A `VersionGate` from its parts; see each property for what it means.
     public init(configuration: Configuration, transport: any HTTPTransport, clock: any AuthClock = SystemClock(), logger: Logger = Logger(label: "loginkit.version-gate")) {
         self.configuration = configuration
         self.transport = transport

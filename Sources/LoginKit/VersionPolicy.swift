@@ -10,6 +10,7 @@ public struct VersionPolicy: Sendable, Hashable, Codable {
     /// Where to get the upgrade.
     public var url: String?
 
+    /// A `VersionPolicy` from its parts; see each property for what it means.
     public init(title: String, message: String, version: SemanticVersion, url: String? = nil) {
         self.title = title
         self.message = message
@@ -25,6 +26,7 @@ public struct UpgradeRequiredError: Error, Sendable, CustomStringConvertible {
     /// This client's version.
     public let currentVersion: SemanticVersion
 
+    /// A `UpgradeRequiredError` from its parts; see each property for what it means.
     public init(policy: VersionPolicy, currentVersion: SemanticVersion) {
         self.policy = policy
         self.currentVersion = currentVersion

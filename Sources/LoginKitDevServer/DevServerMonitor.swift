@@ -45,6 +45,7 @@ public final class DevServerMonitor: Sendable {
         /// The `Cache-Control` header value, if any.
         public var cacheControl: String?
 
+        /// A `TestKeySet` from its parts; see each property for what it means.
         public init(json: String, cacheControl: String? = nil) {
             self.json = json
             self.cacheControl = cacheControl
@@ -106,11 +107,15 @@ public final class DevServerMonitor: Sendable {
 
 /// The minimum-version policy the dev server serves at `/version-policy`.
 public struct DevVersionPolicy: Sendable, Hashable {
+    /// The dialog title.
     public var title = "Update required"
+    /// What to tell the user.
     public var message = "This version of LoginKit is no longer supported."
     /// The minimum version, e.g. `0.1.0`.
     public var minimumVersion = "0.0.0"
+    /// Where to upgrade.
     public var url: String? = "https://example.com/loginkit/releases"
 
+    /// A `DevVersionPolicy` with the defaults documented on each property.
     public init() {}
 }

@@ -17,6 +17,7 @@ public struct DevUser: Sendable, Hashable {
     /// The `birthdate` claim (`YYYY-MM-DD`).
     public var birthdate: String?
 
+    /// A `DevUser` from its parts; see each property for what it means.
     public init(username: String, password: String, subject: String, nickname: String? = nil, birthdate: String? = nil) {
         self.username = username
         self.password = password
@@ -33,6 +34,7 @@ public struct DevClient: Sendable, Hashable {
     /// The secret, for confidential clients (`client_secret_basic` or `client_secret_post`).
     public var secret: String?
 
+    /// A `DevClient` from its parts; see each property for what it means.
     public init(id: String, secret: String? = nil) {
         self.id = id
         self.secret = secret
@@ -58,10 +60,12 @@ public struct IdentityProviderConfiguration: Sendable {
     public var revokesFamilyOnReuse = true
     /// Device codes: lifetime and the minimum polling interval. Defaults 600 s and 5 s.
     public var deviceCodeLifetime: Duration = .seconds(600)
+    /// The minimum polling interval for device codes. Default 5 s.
     public var deviceInterval: Duration = .seconds(5)
     /// The time the provider issues and checks tokens by; inject a test clock's.
     public var now: @Sendable () -> Date = { Date() }
 
+    /// A `IdentityProviderConfiguration` with the defaults documented on each property.
     public init() {}
 }
 

@@ -60,6 +60,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
     /// Where the error was thrown.
     public let line: Int
 
+    /// A `NetworkError` from its parts; see each property for what it means.
     public init(_ code: Code, _ message: String, transportCode: Int? = nil, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.message = message

@@ -30,6 +30,7 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
     /// A readable sentence.
     public let message: String
 
+    /// A `CryptoError` from its parts; see each property for what it means.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message

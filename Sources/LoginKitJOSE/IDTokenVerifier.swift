@@ -18,6 +18,7 @@ public struct StaticJWKS: JWKSProvider {
     /// The keys.
     public let keySet: JWKSet
 
+    /// A `StaticJWKS` from its parts; see each property for what it means.
     public init(_ keySet: JWKSet) {
         self.keySet = keySet
     }
@@ -59,6 +60,7 @@ public struct IDTokenVerifier: Sendable {
         /// The longest token accepted. Default 64 KiB.
         public var maximumTokenLength: Int = CompactJWS.defaultMaximumLength
 
+        /// A `Configuration` from its parts; see each property for what it means.
         public init(issuer: String, audience: String) {
             self.issuer = issuer
             self.audience = audience

@@ -49,6 +49,7 @@ public struct TokenVerificationError: Error, Sendable, CustomStringConvertible {
     /// Where the error was thrown.
     public let line: Int
 
+    /// A `TokenVerificationError` from its parts; see each property for what it means.
     public init(
         _ code: Code, _ message: String, underlying: (any Error)? = nil,
         file: String = #fileID, line: Int = #line

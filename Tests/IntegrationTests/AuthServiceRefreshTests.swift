@@ -269,3 +269,65 @@ actor StaleSnapshotStore: TokenStore {
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(1)))
+struct AuthServiceStoreFailureTests {
+    @Test func aFailedSaveStillHandsOutTheFreshTokenAndReportsIt() async throws {
+        let inner = InMemoryTokenStore()
+        let failing = FailingWriteStore(inner: inner)
+        try await withFixture(store: failing) { fixture in
+            let service = fixture.service()
+            _ = try await AuthService(api: fixture.api, store: inner, clock: fixture.clock).logIn(for: demo, with: "demo")
+            let old = try #require(try await inner.profile(named: "default")).credentials
+            fixture.clock.advance(by: .seconds(3601))
+            let events = service.events
+            let token = try await service.validIDToken()
+            #expect(token != old.idToken)  // the refreshed token, although it could not be saved
+            var reported: TokenStoreError?
+            for await event in events {
+                if case .storeFailed(let error) = event { reported = error; break }
+            }
+            #expect(reported?.code == .io)
+            #expect(try await inner.profile(named: "default")?.credentials == old)
+        }
+    }
+}
+
+/// A store whose writes fail (a full disk): reads work, every changed transaction throws.
+struct FailingWriteStore: TokenStore {
+    let inner: InMemoryTokenStore
+
+    func profile(named name: String) async throws -> StoredProfile? { try await inner.profile(named: name) }
+    func profileNames() async throws -> [String] { try await inner.profileNames() }
+
+    nonisolated(nonsending) func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+        try await inner.withExclusiveAccess { transaction in
+            var copy = transaction
+            let result = try await body(&copy)
+            if copy.hasChanges { throw TokenStoreError(.io, path: "/full-disk/tokens.json", "no space left on device") }
+            return result
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct AuthSessionLayeringTests {
+    @Test func aStricterSessionLayersOnALooserOneAndLeavesWithIt() async throws {
+        try await withFixture { fixture in
+            let service = fixture.service()
+            _ = try await service.logIn(for: demo, with: "demo")
+            let loose = await service.session(goal: .init(minimumValidity: .seconds(60)))
+            var looseSnapshots = loose.diagnostics.makeAsyncIterator()
+            let strict = await service.session(goal: .init(minimumValidity: .seconds(60), scopes: ["admin"]))
+            while let snapshot = await looseSnapshots.next(), !snapshot.insufficientScope {}
+            await strict.invalidate()
+            while let snapshot = await looseSnapshots.next() {
+                if !snapshot.insufficientScope {
+                    #expect(snapshot.isGoalMet)
+                    break
+                }
+            }
+            await loose.invalidate()
+        }
+    }
+}
