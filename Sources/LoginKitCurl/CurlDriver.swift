@@ -36,7 +36,7 @@ enum DriverCommand: Sendable {
 /// `curl_multi_wakeup`, which libcurl documents as callable from any thread. `curl_multi_cleanup`
 /// runs in `deinit`, when no thread can reach the handle any more (the driver thread holds a
 /// reference for as long as it runs).
-final class MultiHandle: @unchecked Sendable {
+final class MultiHandle: @unchecked Sendable {  // safe: see the proof above
     let raw: UnsafeMutableRawPointer
 
     init?() {

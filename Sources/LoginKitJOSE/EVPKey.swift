@@ -6,7 +6,7 @@ internal import COpenSSL
 /// changed afterwards; OpenSSL 3 documents `EVP_PKEY` as safe to share between threads for
 /// read-only use, and every sign/verify here makes its own `EVP_MD_CTX`. The pointer never leaves
 /// this module.
-final class EVPKey: @unchecked Sendable {
+final class EVPKey: @unchecked Sendable {  // safe: see the proof above
     let raw: OpaquePointer
 
     init(taking raw: OpaquePointer) {

@@ -6,36 +6,13 @@ import LoginKitTestSupport
 import LoginKitViewModel
 import Testing
 
-/// The seed talk's tests, deterministic: the mock holds `logIn` suspended while the test looks.
+/// The view-model with the mock holding `logIn` suspended while the test looks. The seed talk's
+/// three tests themselves (rejected login → `.login`, server error → `.server`, button disabled
+/// while in flight) are docs/testing.md's example, compiled in LoginKitMocksTests.
 @MainActor
 @Suite(.timeLimit(.minutes(1)))
 struct LoginViewModelTests {
     let user = User(id: User.ID(rawValue: "user-1"), nickname: "Koshi")
-
-    @Test func aRejectedLoginShowsTheLoginMessage() async {
-        await MockAuthService.withMock { service in
-            let viewModel = LoginViewModel(service: service)
-            viewModel.id = "koshi"
-            viewModel.password = "wrong"
-            async let pressed: Void = viewModel.loginButtonPressed()
-            let call = await service.nextLogIn()
-            #expect(call.arguments.id == User.ID(rawValue: "koshi"))
-            #expect(call.arguments.password == "wrong")
-            call.resume(throwing: LoginError(.invalidCredentials, "rejected"))
-            await pressed
-            #expect(viewModel.loginErrorMessage == .login)
-        }
-    }
-
-    @Test func aServerErrorShowsTheServerMessage() async {
-        await MockAuthService.withMock { service in
-            let viewModel = LoginViewModel(service: service)
-            async let pressed: Void = viewModel.loginButtonPressed()
-            await service.nextLogIn().resume(throwing: ServerError(.unavailable, "503"))
-            await pressed
-            #expect(viewModel.loginErrorMessage == .server)
-        }
-    }
 
     @Test func otherFailuresMapToTheirMessages() async {
         let cases: [(any Error, LoginErrorMessage)] = [
@@ -52,19 +29,6 @@ struct LoginViewModelTests {
                 await pressed
                 #expect(viewModel.loginErrorMessage == expected)
             }
-        }
-    }
-
-    @Test func theButtonIsDisabledExactlyWhileTheLoginRuns() async {
-        await MockAuthService.withMock { service in
-            let viewModel = LoginViewModel(service: service)
-            #expect(viewModel.isLoginButtonEnabled)
-            async let pressed: Void = viewModel.loginButtonPressed()
-            let call = await service.nextLogIn()
-            #expect(!viewModel.isLoginButtonEnabled)
-            call.resume(returning: user)
-            await pressed
-            #expect(viewModel.isLoginButtonEnabled)
         }
     }
 
