@@ -32,7 +32,7 @@ enum DriverCommand: Sendable {
 
 /// Owns the `CURLM` handle.
 ///
-/// Safety of `@unchecked Sendable`: the handle is used by the driver thread only, except for
+/// Why `@unchecked Sendable` is safe here: the handle is used by the driver thread only, except for
 /// `curl_multi_wakeup`, which libcurl documents as callable from any thread. `curl_multi_cleanup`
 /// runs in `deinit`, when no thread can reach the handle any more (the driver thread holds a
 /// reference for as long as it runs).

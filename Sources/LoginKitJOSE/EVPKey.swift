@@ -2,7 +2,7 @@ internal import COpenSSL
 
 /// Owns an OpenSSL `EVP_PKEY` (public or private).
 ///
-/// Safety of `@unchecked Sendable`: the key is fully built before this object exists and never
+/// Why `@unchecked Sendable` is safe here: the key is fully built before this object exists and never
 /// changed afterwards; OpenSSL 3 documents `EVP_PKEY` as safe to share between threads for
 /// read-only use, and every sign/verify here makes its own `EVP_MD_CTX`. The pointer never leaves
 /// this module.
