@@ -117,7 +117,7 @@ let package = Package(
         ),
 
         // Helpers the test targets share (temp dirs, child processes).
-        .target(name: "LoginKitTestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "LoginKitTestSupport", dependencies: ["LoginKit"], path: "Tests/TestSupport", swiftSettings: strict),
 
         .testTarget(name: "LoginKitHTTPTests", dependencies: ["LoginKitHTTP"], swiftSettings: strict),
         .testTarget(

@@ -50,7 +50,7 @@ public final class ManualClock: AuthClock {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let (immediate, waiters) = state.withLock { state -> (Result<Void, any Error>?, [CheckedContinuation<Void, Never>]) in
                     if state.cancelledEarly.remove(id) != nil { return (.failure(CancellationError()), []) }
-                    let deadline = state.now.addingTimeInterval(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+                    let deadline = state.now.addingTimeInterval(Self.seconds(duration))
                     if duration <= .zero { return (.success(()), []) }
                     state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
                     return (nil, Self.readyWaiters(&state))
@@ -71,7 +71,7 @@ public final class ManualClock: AuthClock {
     /// Moves the clock forward and wakes every sleeper whose deadline has come, earliest first.
     public func advance(by duration: Duration) {
         let due = state.withLock { state -> [Sleeper] in
-            state.now = state.now.addingTimeInterval(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+            state.now = state.now.addingTimeInterval(Self.seconds(duration))
             let now = state.now
             let due = state.sleepers.filter { $0.value.deadline <= now }
             for id in due.keys { state.sleepers[id] = nil }
@@ -90,6 +90,10 @@ public final class ManualClock: AuthClock {
             }
             if ready { continuation.resume() }
         }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     private static func readyWaiters(_ state: inout State) -> [CheckedContinuation<Void, Never>] {

@@ -22,7 +22,7 @@ final class Broadcaster<Value: Sendable>: Sendable {
     }
     private let state = Mutex(State())
 
-    /// A new subscription; it ends when the stream is dropped or `finish()` is called.
+    /// A new subscription; it ends when the stream is dropped.
     func subscribe(initial: Value? = nil) -> AsyncStream<Value> {
         let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(64))
         let id = state.withLock { state in
@@ -39,11 +39,5 @@ final class Broadcaster<Value: Sendable>: Sendable {
 
     func emit(_ value: Value) {
         for subscriber in state.withLock({ Array($0.subscribers.values) }) { subscriber.yield(value) }
-    }
-
-    func finish() {
-        for subscriber in state.withLock({ state in defer { state.subscribers.removeAll() }; return Array(state.subscribers.values) }) {
-            subscriber.finish()
-        }
     }
 }

@@ -16,9 +16,12 @@ enum StoreFormat {
     static let currentVersion = 1
     static let associatedData = Array("loginkit.tokens/v1".utf8)
 
+    /// What is read before anything else: format, version, and the sealed section if there is one
+    /// (the profiles are decoded only once the version is known to be readable).
     struct Header: Decodable {
         let format: String
         let version: Int
+        let sealed: SealedDocument.Sealed?
     }
 
     struct PlainDocument: Codable {
@@ -54,18 +57,13 @@ enum StoreFormat {
         return encoder
     }
 
-    /// Whether a file's bytes are sealed (decided from the document, before any key is involved).
-    static func isSealed(_ bytes: [UInt8]) -> Bool {
-        (try? JSONValue.parse(bytes))?["sealed"] != nil
-    }
-
     static func decode(_ bytes: [UInt8], path: String, key: SymmetricKey?) throws(TokenStoreError) -> [String: StoredProfile] {
         let data = Data(bytes)
         let header: Header
         do {
             header = try decoder().decode(Header.self, from: data)
         } catch {
-            throw TokenStoreError(.corrupt, path: path, "\(path) is not a LoginKit token store (no format header); it is kept, and the next save moves it aside")
+            throw TokenStoreError(.corrupt, path: path, "\(path) is not a LoginKit token store (no readable format header); it is kept, and the next save moves it aside")
         }
         guard header.format == formatName else {
             throw TokenStoreError(.corrupt, path: path, "\(path) has format \"\(header.format)\", not \(formatName)")
@@ -79,17 +77,11 @@ enum StoreFormat {
         guard header.version >= 1 else {
             throw TokenStoreError(.corrupt, path: path, "\(path) has an invalid format version \(header.version)")
         }
-        if isSealed(bytes) {
-            let document: SealedDocument
-            do {
-                document = try decoder().decode(SealedDocument.self, from: data)
-            } catch {
-                throw TokenStoreError(.corrupt, path: path, "\(path) has a damaged sealed section")
-            }
+        if let sealed = header.sealed {
             guard let key else {
                 throw TokenStoreError(.sealedWithoutKey, path: path, "\(path) is sealed; set LOGINKIT_STORE_KEY (or the key file) to the key it was sealed with")
             }
-            guard document.sealed.alg == "A256GCM", let box = Base64URL.decode(document.sealed.box) else {
+            guard sealed.alg == "A256GCM", let box = Base64URL.decode(sealed.box) else {
                 throw TokenStoreError(.corrupt, path: path, "\(path) has a sealed section LoginKit cannot read")
             }
             let plaintext: [UInt8]

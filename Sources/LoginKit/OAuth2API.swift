@@ -101,11 +101,11 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     /// - Throws: `ServerError` (`.misconfigured` for an issuer mismatch or a missing token endpoint),
     ///   `NetworkError`.
     public func metadata() async throws -> Metadata {
-        try await metadataLoader.load { try await self.fetchMetadata() }.metadata
+        try await loaded().metadata
     }
 
-    private func verifier() async throws -> IDTokenVerifier? {
-        try await metadataLoader.load { try await self.fetchMetadata() }.verifier
+    private func loaded() async throws -> MetadataLoader.Loaded {
+        try await metadataLoader.load { try await self.fetchMetadata() }
     }
 
     private func fetchMetadata() async throws -> (metadata: Metadata, verifier: IDTokenVerifier?) {
@@ -146,11 +146,11 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     // MARK: Grants
 
     private func tokenRequest(_ fields: [(String, String)], grant: TokenEndpoint.Grant, previous: Credentials? = nil) async throws -> Credentials {
-        let metadata = try await metadata()
+        let (metadata, verifier) = try await loaded()
         let (response, json, _) = try await endpoint.postForm(metadata.tokenEndpoint, fields: fields, authentication: authentication)
         if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host) { throw error }
         return try await TokenEndpoint.credentials(
-            from: json, host: host, issuer: configuration.issuer, now: now(), verifier: try await verifier(), previous: previous
+            from: json, host: host, issuer: configuration.issuer, now: now(), verifier: verifier, previous: previous
         )
     }
 
@@ -228,7 +228,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
 }
 
 /// Loads the provider metadata once; concurrent first callers share one fetch, a failure is not cached.
-private actor MetadataLoader {
+actor MetadataLoader {
     typealias Loaded = (metadata: OAuth2API.Metadata, verifier: IDTokenVerifier?)
     private var loaded: Loaded?
     private var inFlight: Task<Loaded, any Error>?

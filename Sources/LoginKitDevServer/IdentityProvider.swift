@@ -184,7 +184,7 @@ final class IdentityProvider: Sendable {
     func deviceCodeGrant(client: DevClient, deviceCode: String?) throws(OAuthError) -> [String: JSONValue] {
         guard let deviceCode else { throw OAuthError(status: 400, code: "invalid_request", description: "device_code is required") }
         let now = configuration.now()
-        let outcome = state.withLock { state -> Result<DevUser?, OAuthError> in
+        let outcome = state.withLock { state -> Result<(DevUser?, String), OAuthError> in
             guard var record = state.deviceCodes[deviceCode], record.clientID == client.id else {
                 return .failure(OAuthError(status: 400, code: "invalid_grant", description: "unknown device code"))
             }
@@ -198,7 +198,7 @@ final class IdentityProvider: Sendable {
             if let username = record.approvedUser {
                 state.deviceCodes[deviceCode] = nil
                 state.userCodes[record.userCode] = nil
-                return .success(state.configuration.users.first { $0.username == username })
+                return .success((state.configuration.users.first { $0.username == username }, record.scope))
             }
             defer { state.deviceCodes[deviceCode] = record }
             if let lastPoll = record.lastPoll, now.timeIntervalSince(lastPoll) < Double(record.interval) {
@@ -209,9 +209,8 @@ final class IdentityProvider: Sendable {
             record.lastPoll = now
             return .failure(OAuthError(status: 400, code: "authorization_pending", description: "waiting for the user"))
         }
-        let user = try outcome.get()
+        let (user, scope) = try outcome.get()
         guard let user else { throw OAuthError(status: 400, code: "invalid_grant", description: "the user no longer exists") }
-        let scope = state.withLock { _ in "openid profile" }
         return issue(user: user, clientID: client.id, scope: scope, family: Self.randomToken(bytes: 9))
     }
 

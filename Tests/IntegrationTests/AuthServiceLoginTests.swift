@@ -124,6 +124,8 @@ struct AuthServiceLoginTests {
             let user = try await login.value
             #expect(user.preferredUsername == "demo")
             #expect(fixture.clock.sleptDurations == [.seconds(5), .seconds(5), .seconds(5), .seconds(5), .seconds(10)])
+            let stored = try await fixture.store.profile(named: "default")
+            #expect(stored?.credentials.scope == "openid profile offline_access")  // the scope the device asked for
             #expect(fixture.tokenRequests == 5)
         }
     }

@@ -17,12 +17,7 @@ struct MultiProcessRefreshTests {
                     let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: client)
                     let store = try IDTokenStore(path: path, sealing: .none)
                     _ = try await AuthService(api: api, store: store).logIn(for: User.ID(rawValue: "demo"), with: "demo")
-                    // Expire what is stored, as if the login had happened hours ago.
-                    var profile = try #require(try await store.profile(named: "default"))
-                    profile.credentials.expiresAt = Date().addingTimeInterval(-10)
-                    profile.credentials.idTokenExpiresAt = Date().addingTimeInterval(-10)
-                    profile.updatedAt = Date().addingTimeInterval(-3610)
-                    try await store.save(profile, as: "default")
+                    try await expireStoredCredentials(in: store)
                     server.monitor.reset()
 
                     let children = try (0..<8).map { _ in try ChildProcess(helper, ["token", path, server.issuer, "loginkit-cli"]) }

@@ -162,13 +162,18 @@ struct IDTokenStoreTests {
         #expect(IDTokenStore.defaultPath(environment: ["XDG_STATE_HOME": "relative", "HOME": "/home/u"]) == "/home/u/.local/state/loginkit/tokens.json")
     }
 
-    @Test func theFileNeverHoldsAPassword() async throws {
+    @Test func theFileFollowsTheDocumentedFormat() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
             try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(), as: "default")
-            let text = try String(contentsOfFile: path, encoding: .utf8)
-            #expect(!text.lowercased().contains("password"))
-            #expect(text.contains(#""version" : 1"#))
+            let document = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+            #expect(document["format"]?.stringValue == "loginkit.tokens")
+            #expect(document["version"]?.int64Value == 1)
+            let profile = try #require(document["profiles"]?["default"])
+            #expect(profile["credentials"]?["refresh_token"]?.stringValue == "refresh-secret")
+            #expect(profile["source"]?["kind"]?.stringValue == "oauth2")
+            #expect(profile["source"]?["client_id"]?.stringValue == "cli")
+            #expect(profile["updated_at"]?.int64Value == 1_800_000_000)
         }
     }
 }

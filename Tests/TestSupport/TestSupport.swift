@@ -1,4 +1,5 @@
 public import Foundation
+public import LoginKit
 import Testing
 
 /// A fresh directory under the system temp dir, removed after `body`.
@@ -91,5 +92,16 @@ public func thrown<T>(_ operation: () async throws -> T) async -> (any Error)? {
 public func onDedicatedThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
         Thread.detachNewThread { continuation.resume(returning: work()) }
+    }
+}
+
+/// Rewrites the stored profile as if its login had happened an hour ago: both expiries just passed.
+public func expireStoredCredentials(in store: some TokenStore, profile name: String = "default") async throws {
+    try await store.withExclusiveAccess { transaction in
+        guard var profile = transaction[name] else { return }
+        profile.credentials.expiresAt = Date().addingTimeInterval(-5)
+        profile.credentials.idTokenExpiresAt = Date().addingTimeInterval(-5)
+        profile.updatedAt = Date().addingTimeInterval(-3605)
+        transaction[name] = profile
     }
 }
