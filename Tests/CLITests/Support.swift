@@ -21,28 +21,22 @@ struct Run {
 
 /// Runs `loginkit` with `arguments`, feeding `input` to stdin; waits for it to exit.
 func loginkit(_ arguments: [String], input: String? = nil, environment: [String: String] = [:]) async throws -> Run {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: try loginkitPath())
-    process.arguments = arguments
     var base = ProcessInfo.processInfo.environment
     for name in ["LOGINKIT_STORE", "LOGINKIT_PROFILE", "LOGINKIT_ISSUER", "LOGINKIT_CLIENT_ID", "LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY"] {
         base[name] = nil
     }
-    process.environment = base.merging(environment) { $1 }
-    let stdout = Pipe(), stderr = Pipe(), stdin = Pipe()
-    process.standardOutput = stdout
-    process.standardError = stderr
-    process.standardInput = stdin
-    let (exited, continuation) = AsyncStream<Int32>.makeStream()
-    process.terminationHandler = { continuation.yield($0.terminationStatus); continuation.finish() }
-    try process.run()
-    if let input { stdin.fileHandleForWriting.write(Data(input.utf8)) }
-    try stdin.fileHandleForWriting.close()
-    // Read both pipes to the end (the child exits when done), then collect the status.
-    async let out = onDedicatedThread { stdout.fileHandleForReading.readDataToEndOfFile() }
-    async let err = onDedicatedThread { stderr.fileHandleForReading.readDataToEndOfFile() }
+    let stdin = try TestPipe(), stdout = try TestPipe(), stderr = try TestPipe()
+    let process = try SpawnedProcess(
+        try loginkitPath(), arguments, environment: base.merging(environment) { $1 },
+        stdin: .descriptor(stdin.readEnd), stdout: .descriptor(stdout.writeEnd), stderr: .descriptor(stderr.writeEnd))
+    close(stdin.readEnd)
+    close(stdout.writeEnd)
+    close(stderr.writeEnd)
+    // Feed stdin, and read both pipes to the end (the child exits when done), then collect the status.
+    stdin.writeAndClose(Data((input ?? "").utf8))
+    async let out = stdout.readToEnd()
+    async let err = stderr.readToEnd()
     let (outData, errData) = await (out, err)
-    var status: Int32 = -1
-    for await code in exited { status = code }
+    let status = await process.exitStatus()
     return Run(status: status, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
 }

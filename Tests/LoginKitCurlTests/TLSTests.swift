@@ -32,25 +32,12 @@ struct TLSTests {
                 openssl pkey -in server.key -pubout -outform DER | openssl dgst -sha256 -binary | base64 > server.pin
                 openssl pkey -in stranger.key -pubout -outform DER | openssl dgst -sha256 -binary | base64 > stranger.pin
                 """
-            #expect(await run("/bin/sh", ["-c", script]) == 0)
+            #expect(await LoginKitTestSupport.run("/bin/sh", ["-c", script]) == 0)
             return Certificates(directory: directory)
         }
 
         func pin(_ name: String) throws -> String {
             "sha256//" + (try String(contentsOfFile: directory + "/\(name).pin", encoding: .utf8)).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-    }
-
-    static func run(_ executable: String, _ arguments: [String]) async -> Int32 {
-        await onDedicatedThread {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            guard (try? process.run()) != nil else { return -1 }
-            process.waitUntilExit()
-            return process.terminationStatus
         }
     }
 
@@ -77,8 +64,7 @@ struct TLSTests {
             "s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificates.directory + "/\(certificate).pem",
             "-key", certificates.directory + "/server.key", "-www", "-naccept", "50",
         ])
-        // SIGKILL: children of the test process may inherit a mask that blocks SIGTERM.
-        defer { kill(server.process.processIdentifier, SIGKILL) }
+        defer { server.kill() }
         var lines = server.lines.makeAsyncIterator()
         while let line = await lines.next() {
             if line.contains("ACCEPT") { break }

@@ -34,7 +34,7 @@ struct IDTokenStoreProcessTests {
                 while lastReported < target, let line = await lines.next() {
                     lastReported = Int(line) ?? lastReported
                 }
-                kill(child.process.processIdentifier, SIGKILL)  // lands somewhere inside a save
+                child.kill()  // lands somewhere inside a save
                 _ = await child.waitForExit()
                 // Every save the child completed, including those after the line we stopped at.
                 let completed = (try? String(contentsOfFile: progress, encoding: .utf8)) ?? ""

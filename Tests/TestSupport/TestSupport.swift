@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import LoginKit
 import Testing
 
@@ -20,61 +20,52 @@ public func testHelperPath() throws -> String {
 
 /// A running child process whose stdout lines arrive on `lines`.
 public final class ChildProcess: Sendable {
-    public let process: Process
+    public let process: SpawnedProcess
     public let lines: AsyncStream<String>
-    private let exited: AsyncStream<Int32>
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        let (lines, lineContinuation) = AsyncStream<String>.makeStream()
-        let buffer = LineBuffer()
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                lineContinuation.finish()
-                return
-            }
-            for line in buffer.append(data) { lineContinuation.yield(line) }
-        }
-        let (exited, exitContinuation) = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { process in
-            exitContinuation.yield(process.terminationStatus)
-            exitContinuation.finish()
-        }
-        try process.run()
-        self.process = process
+        let output = try TestPipe()
+        defer { close(output.writeEnd) }
+        process = try SpawnedProcess(
+            executable, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            stdout: .descriptor(output.writeEnd))
+        let (lines, continuation) = AsyncStream<String>.makeStream()
         self.lines = lines
-        self.exited = exited
+        // Read lines on a thread of their own until EOF (every writer gone).
+        let fd = output.readEnd
+        Thread.detachNewThread {
+            var pending = Data()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(fd, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                pending.append(contentsOf: buffer[0..<count])
+                while let newline = pending.firstIndex(of: 0x0A) {
+                    continuation.yield(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                    pending.removeSubrange(pending.startIndex...newline)
+                }
+            }
+            close(fd)
+            continuation.finish()
+        }
     }
 
-    /// Waits for the process to end and returns its exit status (or signal number).
+    /// Waits for the process to end and returns its exit code (or 128 + the signal that ended it).
     public func waitForExit() async -> Int32 {
-        for await status in exited { return status }
-        return process.terminationStatus
+        await process.exitStatus()
+    }
+
+    /// Kills the process with SIGKILL (unless it has already ended and been reaped).
+    public func kill() {
+        process.kill(.SIGKILL)
     }
 }
 
-/// Splits a byte stream into lines; used from one readability handler at a time.
-final class LineBuffer: @unchecked Sendable {
-    // Safety: Foundation calls a FileHandle's readabilityHandler serially, and only that handler
-    // touches `pending`.
-    private var pending = Data()
-
-    func append(_ data: Data) -> [String] {
-        pending.append(data)
-        var lines: [String] = []
-        while let newline = pending.firstIndex(of: 0x0A) {
-            lines.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-            pending.removeSubrange(pending.startIndex...newline)
-        }
-        return lines
-    }
+/// Runs `executable` to its end with stdout and stderr discarded; its exit status.
+public func run(_ executable: String, _ arguments: [String]) async -> Int32 {
+    guard let process = try? SpawnedProcess(executable, arguments, stdout: .null, stderr: .null) else { return -1 }
+    return await process.exitStatus()
 }
 
 /// The error an async call threw, or nil.
