@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 # System packages: the C libraries LoginKit links, and what its tests start.
 BUILD_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config
-TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux
+TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql
 
 SWIFT ?= swift
 
@@ -34,7 +34,8 @@ test: test-deps
 	scripts/check-doc-snippets.sh
 	$(SWIFT) build --build-tests
 	# A hang must fail the run, not eat CI's 90 minutes: the suite takes about a minute.
-	LOGINKIT_REQUIRE_MOTO=1 timeout --kill-after=30 1200 scripts/with-moto.sh $(SWIFT) test --skip-build
+	LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 timeout --kill-after=30 1200 \
+		scripts/with-postgres.sh scripts/with-moto.sh $(SWIFT) test --skip-build
 
 bench: deps
 	@echo "make bench: not implemented yet (see the benchmarks issue)"

@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
     ],
     targets: [
@@ -95,7 +96,12 @@ let package = Package(
         ),
         .target(
             name: "LoginKitPostgres",
-            dependencies: ["LoginKit"],
+            dependencies: [
+                "LoginKit", "LoginKitJOSE",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -111,7 +117,7 @@ let package = Package(
         // The child process of the multi-process store and refresh tests.
         .executableTarget(
             name: "loginkit-test-helper",
-            dependencies: ["LoginKit"],
+            dependencies: ["LoginKit", "LoginKitPostgres"],
             path: "Tests/TestHelper",
             swiftSettings: strict
         ),
@@ -152,6 +158,14 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LoginKitPostgresTests",
+            dependencies: [
+                "LoginKitPostgres", "LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -54,25 +54,46 @@ extension AuthService {
     }
 
     func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> Credentials {
-        guard let profile = try await store.profile(named: profileName) else {
-            updateDiagnostics { $0.loginRequired = true }
-            throw LoginRequiredError(.notLoggedIn, profile: profileName, "not logged in (profile \"\(profileName)\"); log in first")
+        let profile: StoredProfile
+        do {
+            guard let stored = try await store.profile(named: profileName) else {
+                lastKnownProfile = nil
+                updateDiagnostics { $0.loginRequired = true }
+                throw LoginRequiredError(.notLoggedIn, profile: profileName, "not logged in (profile \"\(profileName)\"); log in first")
+            }
+            profile = stored
+            lastKnownProfile = stored
+        } catch let error as TokenStoreError where error.code == .unavailable {
+            // The store's database is unreachable: credentials this service already had are served
+            // until they enter the mandatory window; a refresh needs the store's lock, so it waits.
+            guard let known = lastKnownProfile, freshness(of: known, kind, minimumValidity: minimumValidity) != .mustRefresh else { throw error }
+            return known.credentials
         }
-        let credentials = profile.credentials
-        guard let expiry = kind.expiry(of: credentials) else { return credentials }  // never expires
+        switch freshness(of: profile, kind, minimumValidity: minimumValidity) {
+        case .fresh:
+            return profile.credentials
+        case .advisory:
+            _ = startRefresh(trigger: profile.credentials, kind: kind)  // refresh in the background
+            return profile.credentials
+        case .mustRefresh:
+            return try await startRefresh(trigger: profile.credentials, kind: kind).wait()
+        }
+    }
+
+    enum Freshness { case fresh, advisory, mustRefresh }
+
+    /// Where `profile`'s credentials stand against the windows. Windows never exceed a share of the
+    /// token's lifetime, so that short-lived tokens are not refreshed the moment they arrive:
+    /// advisory ≤ ½, mandatory ≤ ¼ of the lifetime.
+    func freshness(of profile: StoredProfile, _ kind: TokenKind, minimumValidity: Duration) -> Freshness {
+        guard let expiry = kind.expiry(of: profile.credentials) else { return .fresh }  // never expires
         let remaining = expiry.timeIntervalSince(clock.now)
-        // Windows never exceed a share of the token's lifetime, so that short-lived tokens are not
-        // refreshed the moment they arrive: advisory ≤ ½, mandatory ≤ ¼ of the lifetime.
         let lifetime = max(0, expiry.timeIntervalSince(profile.updatedAt))
         let mandatory = min(configuration.mandatoryWindow.timeInterval, lifetime / 4)
         let advisory = min(configuration.advisoryWindow.timeInterval, lifetime / 2)
         let mustHave = max(minimumValidity.timeInterval, mandatory)
-        if remaining > max(mustHave, advisory) { return credentials }
-        if remaining > mustHave {
-            _ = startRefresh(trigger: credentials, kind: kind)  // advisory: refresh in the background
-            return credentials
-        }
-        return try await startRefresh(trigger: credentials, kind: kind).wait()
+        if remaining > max(mustHave, advisory) { return .fresh }
+        return remaining > mustHave ? .advisory : .mustRefresh
     }
 
     /// The shared refresh, started if none is running.
@@ -142,9 +163,11 @@ extension AuthService {
     /// else refresh (with retries) and save before anyone gets the new credentials.
     private func performRefresh(trigger: Credentials, kind: TokenKind) async throws -> Credentials {
         var refreshed: Credentials?
+        var refreshedProfile: StoredProfile?
+        defer { if let refreshedProfile { lastKnownProfile = refreshedProfile } }
         let outcome: Outcome
         do {
-            outcome = try await store.withExclusiveAccess { transaction -> Outcome in
+            outcome = try await store.withExclusiveAccess(to: profileName) { transaction -> Outcome in
                 guard var stored = transaction[profileName] else {
                     throw LoginRequiredError(.notLoggedIn, profile: profileName, "not logged in (profile \"\(profileName)\"); log in first")
                 }
@@ -158,6 +181,7 @@ extension AuthService {
                     stored.credentials = credentials
                     stored.updatedAt = clock.now
                     transaction[profileName] = stored  // saved before any caller sees it (rotation-safe)
+                    refreshedProfile = stored
                     return .refreshed(credentials)
                 case .rejected:
                     transaction[profileName] = nil

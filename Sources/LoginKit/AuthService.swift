@@ -63,6 +63,9 @@ public actor AuthService: AuthServiceProtocol {
     var sessionGoals: [UInt64: AuthSession.Goal] = [:]
     var nextSessionID: UInt64 = 0
     var proactiveRefresh: Task<Void, Never>?
+    /// The profile as last read or written, served while the store is `.unavailable` and its
+    /// credentials stay fresh.
+    var lastKnownProfile: StoredProfile?
 
     /// A service for `profile` in `store`, logging in and refreshing through `api`.
     public init(
@@ -158,6 +161,7 @@ public actor AuthService: AuthServiceProtocol {
         profile.attributes["grant"] = "client_credentials"
         if let scope { profile.attributes["scope"] = scope }
         try await store.save(profile, as: profileName)
+        lastKnownProfile = profile
         updateDiagnostics { $0 = AuthDiagnostics() }
     }
 
@@ -165,6 +169,7 @@ public actor AuthService: AuthServiceProtocol {
         let user = User(credentials: credentials, fallbackID: fallbackID)
         let profile = StoredProfile(credentials: credentials, source: api.source, userID: user.id.rawValue, updatedAt: clock.now)
         try await store.save(profile, as: profileName)
+        lastKnownProfile = profile
         updateDiagnostics { $0 = AuthDiagnostics() }
         eventBroadcaster.emit(.loggedIn(user))
         restartProactiveRefresh()
@@ -185,6 +190,7 @@ public actor AuthService: AuthServiceProtocol {
                 group.cancelAll()
             }
         }
+        lastKnownProfile = nil
         try? await store.removeProfile(named: profileName)
         updateDiagnostics { $0 = AuthDiagnostics(); $0.loginRequired = true }
         eventBroadcaster.emit(.loggedOut)

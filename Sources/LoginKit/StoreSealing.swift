@@ -16,8 +16,8 @@ public enum StoreSealing: Sendable {
     /// Sealed with the base64 key in `LOGINKIT_STORE_KEY` when it is set; plain otherwise.
     case environment
 
-    /// The key, or `nil` for no sealing.
-    func resolveKey(environment: [String: String]) throws(TokenStoreError) -> SymmetricKey? {
+    /// The key, or `nil` for no sealing (`environment` is read for `.environment`).
+    public func resolveKey(environment: [String: String]) throws(TokenStoreError) -> SymmetricKey? {
         switch self {
         case .none:
             return nil

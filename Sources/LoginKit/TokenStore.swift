@@ -22,29 +22,75 @@ public protocol TokenStore: Sendable {
     /// the lock so that other tasks and processes wait for it instead of refreshing too).
     /// When `body` throws, nothing is written.
     nonisolated(nonsending) func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T
+
+    /// Like ``withExclusiveAccess(_:)``, for one profile: the transaction holds only the profile
+    /// named `name` (or nothing, when there is none) and may change only that profile.
+    ///
+    /// Stores that can lock a single profile (`PostgresTokenStore`) let work on other profiles go
+    /// on meanwhile; the default takes the whole store's lock. `AuthService` refreshes and saves
+    /// through this.
+    ///
+    /// - Throws: `TokenStoreError` `.outOfScope` when `body` changed another profile (nothing is
+    ///   written then), and whatever the store or `body` throws.
+    nonisolated(nonsending) func withExclusiveAccess<T>(to name: String, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T
+}
+
+extension TokenStore {
+    public nonisolated(nonsending) func withExclusiveAccess<T>(to name: String, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+        try await withExclusiveAccess { all in
+            var scoped = TokenStoreTransaction(profiles: all[name].map { [name: $0] } ?? [:], scope: name)
+            scoped.recoveredFrom = all.recoveredFrom
+            let result = try await body(&scoped)
+            try scoped.checkScope(store: "\(Self.self)")
+            all[name] = scoped[name]
+            return result
+        }
+    }
 }
 
 extension TokenStore {
     /// Saves `profile` under `name`, replacing what was there.
     public func save(_ profile: StoredProfile, as name: String) async throws {
-        try await withExclusiveAccess { $0[name] = profile }
+        try await withExclusiveAccess(to: name) { $0[name] = profile }
     }
 
     /// Removes the profile named `name`; removing a missing profile is not an error.
     public func removeProfile(named name: String) async throws {
-        try await withExclusiveAccess { $0[name] = nil }
+        try await withExclusiveAccess(to: name) { $0[name] = nil }
     }
 }
 
 /// The profiles as read under the store's lock; change them and the store writes them back.
 public struct TokenStoreTransaction: Sendable {
-    /// Every profile, by name.
+    /// Every profile, by name (only the one in scope, for a single-profile transaction).
     public var profiles: [String: StoredProfile]
-    private let original: [String: StoredProfile]
+    /// The profiles as read, before `body` changed anything.
+    public let original: [String: StoredProfile]
+    /// The one profile this transaction may change, or `nil` for the whole store.
+    public let scope: String?
 
-    init(profiles: [String: StoredProfile]) {
+    /// A transaction over `profiles` as read under the store's lock (for `TokenStore`
+    /// implementations); `scope` limits it to one profile.
+    public init(profiles: [String: StoredProfile], scope: String? = nil) {
         self.profiles = profiles
         self.original = profiles
+        self.scope = scope
+    }
+
+    /// The names whose profile was added, changed or removed, sorted.
+    public var changedNames: [String] {
+        Set(profiles.keys).union(original.keys).filter { profiles[$0] != original[$0] }.sorted()
+    }
+
+    /// Throws `.outOfScope` when a single-profile transaction changed another profile.
+    public func checkScope(store: String) throws(TokenStoreError) {
+        guard let scope else { return }
+        let others = changedNames.filter { $0 != scope }
+        guard others.isEmpty else {
+            throw TokenStoreError(
+                .outOfScope, path: store,
+                "a transaction for profile \"\(scope)\" changed \(others.map { "\"\($0)\"" }.joined(separator: ", ")); use withExclusiveAccess(_:) for several profiles")
+        }
     }
 
     /// When the stored file was corrupt: the error that reading it gave. The profiles then start

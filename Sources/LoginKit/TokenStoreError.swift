@@ -6,7 +6,7 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case insecurePermissions, wrongOwner, corrupt, unsupportedVersion, sealedWithoutKey
-            case wrongKey, invalidKey, io, lockFailed
+            case wrongKey, invalidKey, io, lockFailed, unavailable, conflict, outOfScope
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -29,13 +29,22 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
         public static let io = Code(.io)
         /// The lock file could not be opened or locked.
         public static let lockFailed = Code(.lockFailed)
+        /// The store's backing service (a database) could not be reached or did not answer in time.
+        /// `AuthService` then keeps serving a still-valid token it already had.
+        public static let unavailable = Code(.unavailable)
+        /// A write lost a race it should not have been in: the row changed since it was read
+        /// (someone wrote without the store's lock). Nothing was written; try again.
+        public static let conflict = Code(.conflict)
+        /// A single-profile transaction changed another profile. Nothing was written.
+        public static let outOfScope = Code(.outOfScope)
 
         public var description: String { base.rawValue }
     }
 
     /// What failed.
     public let code: Code
-    /// The store file (or lock or key file) concerned.
+    /// The store file (or lock or key file) concerned; for a database store, where it is (never
+    /// with a password).
     public let path: String
     /// What failed and what to do.
     public let message: String

@@ -19,6 +19,9 @@ struct MultiProcessRefreshTests {
                     _ = try await AuthService(api: api, store: store).logIn(for: User.ID(rawValue: "demo"), with: "demo")
                     try await expireStoredCredentials(in: store)
                     server.monitor.reset()
+                    // A slow refresh: every process finds the token expired while it runs, so only
+                    // the lock keeps the others from refreshing too.
+                    server.monitor.injectFaults([.delay(milliseconds: 2000)], path: "/oauth/token")
 
                     let children = try (0..<8).map { _ in try ChildProcess(helper, ["token", path, server.issuer, "loginkit-cli"]) }
                     var tokens: Set<String> = []

@@ -4,8 +4,12 @@
 //   save-loop <store> <profile> <progress> saves counter 1, 2, 3, …, recording each value once its save returned
 //   token <store> <issuer> <client-id>    prints a valid ID token for profile "default", refreshing as needed
 //   measure-save <directory> <rounds>     median save latency against a bare durable write
+//   pg-token <url> <namespace> <issuer> <client-id> <callers>
+//                                         <callers> concurrent validAccessToken() through a
+//                                         PostgresTokenStore; prints each distinct token, one a line
 import Foundation
 import LoginKit
+import LoginKitPostgres
 
 @main
 struct TestHelper {
@@ -23,6 +27,23 @@ struct TestHelper {
                     return try await service.validIDToken()
                 }
                 print(token.rawValue)
+            case "pg-token" where arguments.count == 7:
+                guard let callers = Int(arguments[6]) else { throw Usage() }
+                var configuration = PostgresTokenStore.Configuration()
+                configuration.namespace = arguments[3]
+                let tokens = try await PostgresTokenStore.withStore(try PostgresTokenStore.connection(url: arguments[2]), configuration: configuration) { store in
+                    try await CurlHTTPClient.withClient { client in
+                        let api = OAuth2API(configuration: .init(issuer: arguments[4], clientID: arguments[5]), transport: client)
+                        let service = AuthService(api: api, store: store)
+                        return try await withThrowingTaskGroup(of: String.self) { group in
+                            for _ in 0..<callers { group.addTask { try await service.validAccessToken() } }
+                            var tokens: Set<String> = []
+                            for try await token in group { tokens.insert(token) }
+                            return tokens
+                        }
+                    }
+                }
+                for token in tokens.sorted() { print(token) }
             case "measure-save" where arguments.count == 4:
                 guard let count = Int(arguments[3]) else { throw Usage() }
                 try await measureSave(directory: arguments[2], count: count)

@@ -62,6 +62,22 @@ public final class ChildProcess: Sendable {
     }
 }
 
+/// Runs `executable` to its end; its exit status and what it printed on stdout (stderr is the test's).
+public func runCapturing(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+    let output = try TestPipe()
+    let process: SpawnedProcess
+    do {
+        process = try SpawnedProcess(executable, arguments, stdout: .descriptor(output.writeEnd))
+    } catch {
+        close(output.readEnd)
+        close(output.writeEnd)
+        throw error
+    }
+    close(output.writeEnd)
+    let data = await output.readToEnd()
+    return (await process.exitStatus(), String(decoding: data, as: UTF8.self))
+}
+
 /// Runs `executable` to its end with stdout and stderr discarded; its exit status.
 public func run(_ executable: String, _ arguments: [String]) async -> Int32 {
     guard let process = try? SpawnedProcess(executable, arguments, stdout: .null, stderr: .null) else { return -1 }

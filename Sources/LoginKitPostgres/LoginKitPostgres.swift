@@ -1,2 +1,0 @@
-// LoginKitPostgres: PostgresTokenStore for fleets (issue 10).
-import LoginKit

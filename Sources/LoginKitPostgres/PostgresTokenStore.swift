@@ -1,0 +1,433 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+public import Logging
+public import LoginKit
+import LoginKitJOSE
+import NIOCore
+public import PostgresNIO
+import Synchronization
+
+/// A `TokenStore` in a PostgreSQL table, shared by every instance of a fleet: one refresh across
+/// machines, the way `IDTokenStore`'s file lock gives one refresh across processes.
+///
+/// - One row per profile (see docs/fleet.md for the schema), created by ``migrate()``.
+/// - ``withExclusiveAccess(to:_:)`` is a transaction that holds `pg_advisory_xact_lock` on the
+///   profile (and the namespace's lock in shared mode), then re-reads the row `FOR UPDATE`: another
+///   host's refresh is waited for, and seen. A host that dies mid-refresh drops its connection, and
+///   PostgreSQL releases its locks with the transaction. ``withExclusiveAccess(_:)`` takes the
+///   namespace's lock exclusively and reads every profile.
+/// - Writes check the row's `version` (optimistic: a writer that bypassed the lock makes the write
+///   fail with `.conflict` rather than be overwritten).
+/// - With a sealing key, `payload` is AES-256-GCM sealed (the same as the file store) with the
+///   namespace and profile name as associated data: the database never sees a token in clear,
+///   and a row copied to another profile does not open.
+/// - The database unreachable, or not answering within `operationTimeout` → `TokenStoreError`
+///   `.unavailable`; `AuthService` then keeps serving a token that is still valid.
+///
+/// The `PostgresClient` is the caller's: its pool size and connect timeout are its configuration,
+/// and its `run()` must be running (``withStore(_:configuration:_:)`` does both for you).
+public final class PostgresTokenStore: TokenStore {
+    /// Where and how the store keeps its rows.
+    public struct Configuration: Sendable {
+        /// The table, `[schema.]name` of letters, digits and `_`. Default `loginkit_profiles`.
+        public var table = "loginkit_profiles"
+        /// Profiles of different applications sharing a table stay apart by namespace. Default `default`.
+        public var namespace = "default"
+        /// How payloads are sealed: `.none`, `.key`, `.keyFile` or `.environment`
+        /// (`LOGINKIT_STORE_KEY`). Default `.environment`, as for the file store.
+        public var sealing: StoreSealing = .environment
+        /// The longest wait for a connection and for a read; past it, `.unavailable`. Default 10 s.
+        public var operationTimeout: Duration = .seconds(10)
+        /// The longest wait for another holder's lock (a refresh elsewhere). Set as the
+        /// transaction's `lock_timeout` too. Default 120 s, beyond AuthService's refresh deadline.
+        public var lockTimeout: Duration = .seconds(120)
+        /// Where the store and the queries log; nothing secret is logged. Default: nowhere.
+        public var logger = Logger(label: "loginkit.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// A `Configuration` with the defaults documented on each property.
+        public init() {}
+    }
+
+    /// The client the store queries through.
+    public let client: PostgresClient
+    /// The configuration.
+    public let configuration: Configuration
+    private let key: SymmetricKey?
+    private let table: String
+    /// Rows decoded before, by name: a read whose version did not change skips opening the payload.
+    private let decoded = Mutex<[String: (version: Int64, profile: StoredProfile)]>([:])
+
+    /// The row format this code writes; a row with a newer one is refused, never overwritten.
+    public static let format: Int32 = 1
+
+    /// A store over `client` (which the caller runs). Call ``migrate()`` once before use.
+    ///
+    /// - Throws: `TokenStoreError` `.invalidKey` for a bad sealing key, `.io` for a bad table name.
+    public init(client: PostgresClient, configuration: Configuration = Configuration()) throws(TokenStoreError) {
+        let parts = configuration.table.split(separator: ".", omittingEmptySubsequences: false)
+        let valid = (1...2).contains(parts.count) && parts.allSatisfy { part in
+            guard let first = part.first, first == "_" || first.isLetter else { return false }
+            return part.count <= 63 && part.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
+        }
+        guard valid else {
+            throw TokenStoreError(.io, path: configuration.table, "the table name \"\(configuration.table)\" must be [schema.]name of ASCII letters, digits and _")
+        }
+        self.client = client
+        self.configuration = configuration
+        self.table = parts.map { "\"\($0.lowercased())\"" }.joined(separator: ".")
+        self.key = try configuration.sealing.resolveKey(environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// Runs `body` with a store on a client of its own (run for `body`'s duration, closed after),
+    /// after ``migrate()``.
+    public static func withStore<T>(
+        _ connection: PostgresClient.Configuration, configuration: Configuration = Configuration(),
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresTokenStore) async throws -> T
+    ) async throws -> T {
+        let client = PostgresClient(configuration: connection, backgroundLogger: configuration.logger)
+        let store = try PostgresTokenStore(client: client, configuration: configuration)
+        return try await withThrowingTaskGroup(of: Void.self, isolation: isolation) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await store.migrate()
+            return try await body(store)
+        }
+    }
+
+    private var location: String { "PostgreSQL table \(configuration.table), namespace \(configuration.namespace)" }
+
+    // MARK: Schema
+
+    /// The SQL ``migrate()`` runs: `CREATE TABLE IF NOT EXISTS`, safe to run from many hosts at once.
+    public var schema: String {
+        """
+        CREATE TABLE IF NOT EXISTS \(table) (
+            namespace  text        NOT NULL,
+            name       text        NOT NULL,
+            format     integer     NOT NULL,
+            sealed     boolean     NOT NULL,
+            payload    bytea       NOT NULL,
+            version    bigint      NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (namespace, name)
+        )
+        """
+    }
+
+    /// Creates the table when missing. Idempotent; concurrent callers serialise on an advisory lock
+    /// (concurrent `CREATE TABLE IF NOT EXISTS` alone can fail on PostgreSQL's catalog).
+    public func migrate() async throws {
+        let schema = self.schema
+        let lockName = "loginkit:migrate:\(table)"
+        try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
+            try await client.withTransaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName), 0))", logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: schema), logger: logger)
+            }
+        }
+    }
+
+    // MARK: Reads
+
+    public func profile(named name: String) async throws -> StoredProfile? {
+        let query: PostgresQuery = "SELECT name, format, sealed, payload, version FROM \(unescaped: table) WHERE namespace = \(configuration.namespace) AND name = \(name)"
+        let rows = try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
+            try await Self.rows(try await client.query(query, logger: logger))
+        }
+        guard let row = rows[name] else {
+            decoded.withLock { _ = $0.removeValue(forKey: name) }
+            return nil
+        }
+        return try open(row, name: name)
+    }
+
+    public func profileNames() async throws -> [String] {
+        let query: PostgresQuery = "SELECT name FROM \(unescaped: table) WHERE namespace = \(configuration.namespace) ORDER BY name"
+        return try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
+            var names: [String] = []
+            for try await name in try await client.query(query, logger: logger).decode(String.self) { names.append(name) }
+            return names
+        }
+    }
+
+    // MARK: Transactions
+
+    public nonisolated(nonsending) func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+        try await transact(scope: nil, body)
+    }
+
+    public nonisolated(nonsending) func withExclusiveAccess<T>(to name: String, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+        try await transact(scope: name, body)
+    }
+
+    /// A row as stored.
+    struct Row: Sendable {
+        var format: Int32
+        var sealed: Bool
+        var payload: [UInt8]
+        var version: Int64
+    }
+
+    /// What the transaction's task writes before it commits.
+    enum Write: Sendable {
+        case insert(name: String, Row)
+        case update(name: String, Row, expected: Int64)
+        case delete(name: String, expected: Int64)
+    }
+
+    /// Runs the transaction on a task of its own and `body` here, in the caller's isolation: the
+    /// task leases a connection, locks, reads and hands the rows over, then waits for the writes.
+    /// Waiting for a connection is bounded by `operationTimeout`, for the locks by `lockTimeout`.
+    private nonisolated(nonsending) func transact<T>(scope: String?, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+        let leased = OneShot<Void>()
+        let acquired = OneShot<[String: Row]>()
+        let decision = OneShot<[Write]>()
+        let timeouts = (operation: configuration.operationTimeout, lock: configuration.lockTimeout)
+        let location = self.location
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.hold(scope: scope, leased: leased, acquired: acquired, decision: decision) }
+            // Abandoning the transaction (any exit before the writes are decided) rolls it back.
+            defer { decision.fail(CancellationError()) }
+            let timer = Task {
+                try await Task.sleep(for: timeouts.operation)
+                leased.fail(TokenStoreError(.unavailable, path: location, "no database connection within \(timeouts.operation); is PostgreSQL up and reachable?"))
+                try await Task.sleep(for: timeouts.lock)
+                acquired.fail(TokenStoreError(.lockFailed, path: location, "the profile's lock was not granted within \(timeouts.operation + timeouts.lock)"))
+            }
+            defer { timer.cancel() }
+            let rows: [String: Row]
+            do {
+                rows = try await withTaskCancellationHandler {
+                    try await leased.value()
+                    return try await acquired.value()
+                } onCancel: {
+                    leased.fail(CancellationError())
+                    acquired.fail(CancellationError())
+                }
+            } catch {
+                group.cancelAll()
+                throw mapped(error)
+            }
+            timer.cancel()
+
+            var profiles: [String: StoredProfile] = [:]
+            for (name, row) in rows { profiles[name] = try open(row, name: name) }
+            var transaction = TokenStoreTransaction(profiles: profiles, scope: scope)
+            let result = try await body(&transaction)
+            try transaction.checkScope(store: location)
+            var writes: [Write] = []
+            for name in transaction.changedNames {
+                let expected = rows[name]?.version
+                if let profile = transaction[name] {
+                    let row = try seal(profile, name: name, version: (expected ?? 0) + 1)
+                    writes.append(expected.map { .update(name: name, row, expected: $0) } ?? .insert(name: name, row))
+                } else if let expected {
+                    writes.append(.delete(name: name, expected: expected))
+                }
+            }
+            decision.fulfil(writes)
+            do {
+                try await group.next()
+            } catch {
+                throw mapped(error)
+            }
+            decoded.withLock { cache in
+                for write in writes {
+                    switch write {
+                    case .insert(let name, _), .update(let name, _, _), .delete(let name, _): cache[name] = nil
+                    }
+                }
+            }
+            return result
+        }
+    }
+
+    /// The transaction's task: lease, BEGIN, lock, read, hand over, write what the caller decided, COMMIT.
+    private func hold(scope: String?, leased: OneShot<Void>, acquired: OneShot<[String: Row]>, decision: OneShot<[Write]>) async throws {
+        let logger = configuration.logger
+        let namespace = configuration.namespace
+        let lockTimeout = "\(Int(configuration.lockTimeout.components.seconds) * 1000)ms"
+        let namespaceLock = "loginkit:\(configuration.table):\(namespace)"
+        do {
+            try await client.withTransaction(logger: logger) { connection in
+                leased.fulfil(())
+                try await connection.query("SELECT set_config('lock_timeout', \(lockTimeout), true)", logger: logger)
+                let rows: [String: Row]
+                if let scope {
+                    let profileLock = "\(namespaceLock)/\(scope)"
+                    try await connection.query(
+                        "SELECT pg_advisory_xact_lock_shared(hashtextextended(\(namespaceLock), 0)), pg_advisory_xact_lock(hashtextextended(\(profileLock), 0))",
+                        logger: logger)
+                    rows = try await Self.rows(try await connection.query(
+                        "SELECT name, format, sealed, payload, version FROM \(unescaped: table) WHERE namespace = \(namespace) AND name = \(scope) FOR UPDATE",
+                        logger: logger))
+                } else {
+                    try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(namespaceLock), 0))", logger: logger)
+                    rows = try await Self.rows(try await connection.query(
+                        "SELECT name, format, sealed, payload, version FROM \(unescaped: table) WHERE namespace = \(namespace) FOR UPDATE",
+                        logger: logger))
+                }
+                acquired.fulfil(rows)
+                for write in try await decision.value() {
+                    try await apply(write, on: connection)
+                }
+            }
+        } catch {
+            leased.fail(error)
+            acquired.fail(error)
+            throw error
+        }
+    }
+
+    private func apply(_ write: Write, on connection: PostgresConnection) async throws {
+        let logger = configuration.logger
+        let namespace = configuration.namespace
+        let query: PostgresQuery
+        let name: String
+        switch write {
+        case .insert(let profile, let row):
+            name = profile
+            query = """
+                INSERT INTO \(unescaped: table) (namespace, name, format, sealed, payload, version)
+                VALUES (\(namespace), \(profile), \(row.format), \(row.sealed), \(ByteBuffer(bytes: row.payload)), \(row.version))
+                ON CONFLICT DO NOTHING RETURNING version
+                """
+        case .update(let profile, let row, let expected):
+            name = profile
+            query = """
+                UPDATE \(unescaped: table) SET format = \(row.format), sealed = \(row.sealed), payload = \(ByteBuffer(bytes: row.payload)),
+                    version = \(row.version), updated_at = now()
+                WHERE namespace = \(namespace) AND name = \(profile) AND version = \(expected) RETURNING version
+                """
+        case .delete(let profile, let expected):
+            name = profile
+            query = "DELETE FROM \(unescaped: table) WHERE namespace = \(namespace) AND name = \(profile) AND version = \(expected) RETURNING version"
+        }
+        var count = 0
+        for try await _ in try await connection.query(query, logger: logger).decode(Int64.self) { count += 1 }
+        guard count == 1 else {
+            throw TokenStoreError(.conflict, path: location, "profile \"\(name)\" changed in the database while it was locked (a writer without the lock?); nothing was written, try again")
+        }
+    }
+
+    // MARK: Rows ↔ profiles
+
+    private static func rows(_ sequence: PostgresRowSequence) async throws -> [String: Row] {
+        var rows: [String: Row] = [:]
+        for try await (name, format, sealed, payload, version) in sequence.decode((String, Int32, Bool, ByteBuffer, Int64).self) {
+            rows[name] = Row(format: format, sealed: sealed, payload: Array(payload.readableBytesView), version: version)
+        }
+        return rows
+    }
+
+    private func associatedData(_ name: String) -> [UInt8] {
+        Array("loginkit-postgres:\(Self.format):\(configuration.namespace)\u{0}\(name)".utf8)
+    }
+
+    private func seal(_ profile: StoredProfile, name: String, version: Int64) throws(TokenStoreError) -> Row {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = .sortedKeys
+        let json: [UInt8]
+        do {
+            json = Array(try encoder.encode(profile))
+        } catch {
+            throw TokenStoreError(.io, path: location, "profile \"\(name)\" could not be encoded")
+        }
+        guard let key else { return Row(format: Self.format, sealed: false, payload: json, version: version) }
+        do {
+            return Row(format: Self.format, sealed: true, payload: try AESGCM.seal(json, key: key, associatedData: associatedData(name)), version: version)
+        } catch {
+            throw TokenStoreError(.io, path: location, "profile \"\(name)\" could not be sealed: \(error)")
+        }
+    }
+
+    private func open(_ row: Row, name: String) throws(TokenStoreError) -> StoredProfile {
+        if let cached = decoded.withLock({ $0[name] }), cached.version == row.version { return cached.profile }
+        guard row.format <= Self.format else {
+            throw TokenStoreError(
+                .unsupportedVersion, path: location,
+                "profile \"\(name)\" has row format \(row.format), newer than this LoginKit's \(Self.format); upgrade LoginKit (the row is left as it is)")
+        }
+        var json = row.payload
+        if row.sealed {
+            guard let key else {
+                throw TokenStoreError(.sealedWithoutKey, path: location, "profile \"\(name)\" is sealed; configure its key (LOGINKIT_STORE_KEY or a key file)")
+            }
+            do {
+                json = try AESGCM.open(row.payload, key: key, associatedData: associatedData(name))
+            } catch {
+                throw TokenStoreError(.wrongKey, path: location, "profile \"\(name)\" does not open with the configured key (wrong key, or the row was tampered with or copied from another profile)")
+            }
+        }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        guard let profile = try? decoder.decode(StoredProfile.self, from: Data(json)) else {
+            throw TokenStoreError(
+                .corrupt, path: location,
+                "profile \"\(name)\" is not a readable profile; remove it with DELETE FROM \(configuration.table) WHERE namespace = '\(configuration.namespace)' AND name = '\(name)'")
+        }
+        decoded.withLock { $0[name] = (row.version, profile) }
+        return profile
+    }
+
+    // MARK: Errors and deadlines
+
+    /// Runs `operation`, failing with `.unavailable` when it takes longer than `timeout`.
+    private func withDeadline<R: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> R) async throws -> R {
+        let location = self.location
+        do {
+            return try await withThrowingTaskGroup(of: R?.self) { group in
+                group.addTask { try await operation() }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let value = first else {
+                    throw TokenStoreError(.unavailable, path: location, "PostgreSQL did not answer within \(timeout); is it up and reachable?")
+                }
+                return value
+            }
+        } catch {
+            throw mapped(error)
+        }
+    }
+
+    /// A PostgresNIO error as a `TokenStoreError` that says what to do; others unchanged.
+    private func mapped(_ error: any Error) -> any Error {
+        switch error {
+        case is TokenStoreError, is CancellationError:
+            return error
+        case let error as PostgresTransactionError:
+            // What went wrong first: BEGIN, the work inside, or COMMIT.
+            guard let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError else {
+                return TokenStoreError(.io, path: location, "the PostgreSQL transaction failed")
+            }
+            return mapped(cause)
+        case let error as PSQLError where error.code == .server:
+            let state = error.serverInfo?[.sqlState] ?? "?"
+            let message = error.serverInfo?[.message] ?? "no message"
+            switch state {
+            case "55P03":
+                return TokenStoreError(.lockFailed, path: location, "the profile's lock was not granted within \(configuration.lockTimeout) (another holder is still busy)")
+            case "42P01":
+                return TokenStoreError(.io, path: location, "the table does not exist; run PostgresTokenStore.migrate() (SQLSTATE 42P01)")
+            case let state where state.hasPrefix("08") || state.hasPrefix("57P"):
+                return TokenStoreError(.unavailable, path: location, "PostgreSQL is shutting down or unreachable: \(message) (SQLSTATE \(state))")
+            default:
+                return TokenStoreError(.io, path: location, "PostgreSQL refused the query: \(message) (SQLSTATE \(state))")
+            }
+        case is PostgresDecodingError:
+            return TokenStoreError(.corrupt, path: location, "the table's columns are not what this LoginKit expects; compare it with PostgresTokenStore.schema")
+        case let error as PSQLError:
+            return TokenStoreError(.unavailable, path: location, "PostgreSQL could not be reached or dropped the connection (\(error.code)); is it up?")
+        default:
+            return TokenStoreError(.unavailable, path: location, "PostgreSQL could not be reached: \(type(of: error))")
+        }
+    }
+}

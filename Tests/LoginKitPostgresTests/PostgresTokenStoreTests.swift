@@ -1,0 +1,266 @@
+import Foundation
+import LoginKit
+import LoginKitDevServer
+import LoginKitJOSE
+import LoginKitMocks
+import LoginKitPostgres
+import LoginKitTestSupport
+import PostgresNIO
+import Testing
+
+/// The PostgreSQL that `make test` starts (scripts/with-postgres.sh); without it these tests are
+/// skipped, unless LOGINKIT_REQUIRE_POSTGRES=1 (make test) makes that a failure.
+enum TestDatabase {
+    static let url = ProcessInfo.processInfo.environment["LOGINKIT_TEST_POSTGRES_URL"]
+    static let clusterScript = ProcessInfo.processInfo.environment["LOGINKIT_TEST_PG_CLUSTER"]
+    static var available: Bool { url != nil || ProcessInfo.processInfo.environment["LOGINKIT_REQUIRE_POSTGRES"] == "1" }
+
+    static func connection() throws -> PostgresClient.Configuration {
+        let url = try #require(url, "run through scripts/with-postgres.sh (make test does)")
+        return try PostgresTokenStore.connection(url: url)
+    }
+
+    /// A store configuration on a namespace of its own, so that tests running at once stay apart.
+    static func configuration(sealing: StoreSealing = .none, table: String = "loginkit_profiles") -> PostgresTokenStore.Configuration {
+        var configuration = PostgresTokenStore.Configuration()
+        configuration.namespace = "test-\(UUID().uuidString)"
+        configuration.sealing = sealing
+        configuration.table = table
+        configuration.operationTimeout = .seconds(3)
+        return configuration
+    }
+}
+
+func sampleProfile(_ marker: String) -> StoredProfile {
+    StoredProfile(
+        credentials: Credentials(
+            accessToken: "access-\(marker)", refreshToken: "refresh-\(marker)", expiresAt: Date(timeIntervalSince1970: 1_900_000_000.25)),
+        source: CredentialSource(kind: .oauth2, endpoint: "https://issuer.test", clientID: "cli"),
+        userID: "user-\(marker)", attributes: ["marker": marker], updatedAt: Date(timeIntervalSince1970: 1_800_000_000.5))
+}
+
+@Suite(.enabled(if: TestDatabase.available, "needs PostgreSQL: make test starts one"), .timeLimit(.minutes(3)))
+struct PostgresTokenStoreTests {
+    @Test func profilesRoundTripAndTheMigrationIsIdempotent() async throws {
+        // Four stores migrating a new table at once, then again: no error, one table.
+        let table = "loginkit_migrate_\(UUID().uuidString.prefix(8).lowercased())"
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: TestDatabase.configuration(table: table)) { store in
+                        try await store.migrate()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: TestDatabase.configuration(table: table)) { store in
+            #expect(try await store.profile(named: "default") == nil)
+            #expect(try await store.profileNames() == [])
+            try await store.save(sampleProfile("a"), as: "default")
+            try await store.save(sampleProfile("b"), as: "work")
+            #expect(try await store.profile(named: "default") == sampleProfile("a"))
+            #expect(try await store.profile(named: "work") == sampleProfile("b"))
+            #expect(try await store.profileNames() == ["default", "work"])
+            try await store.save(sampleProfile("c"), as: "default")
+            #expect(try await store.profile(named: "default") == sampleProfile("c"))
+            try await store.removeProfile(named: "work")
+            try await store.removeProfile(named: "work")  // removing a missing profile is not an error
+            #expect(try await store.profileNames() == ["default"])
+
+            // The whole-store transaction sees and changes every profile of the namespace.
+            try await store.withExclusiveAccess { transaction in
+                #expect(transaction.profiles.keys.sorted() == ["default"])
+                transaction["x"] = sampleProfile("x")
+                transaction["default"] = nil
+            }
+            #expect(try await store.profileNames() == ["x"])
+
+            // Each write moved the row's version on: 1 after the insert, 2 after one update.
+            try await store.save(sampleProfile("y"), as: "x")
+            let version = try await store.client.query("SELECT version FROM \(unescaped: table) WHERE namespace = \(store.configuration.namespace) AND name = 'x'")
+            var versions: [Int64] = []
+            for try await value in version.decode(Int64.self) { versions.append(value) }
+            #expect(versions == [2])
+        }
+    }
+
+    @Test func sealedRowsHoldNoTokenAndOpenOnlyWithTheirKeyAndName() async throws {
+        let key = try SymmetricKey.random()
+        let configuration = TestDatabase.configuration(sealing: .key(key))
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
+            try await store.save(sampleProfile("secret"), as: "default")
+            #expect(try await store.profile(named: "default") == sampleProfile("secret"))
+            let rows = try await store.client.query(
+                "SELECT sealed, payload FROM loginkit_profiles WHERE namespace = \(configuration.namespace) AND name = 'default'")
+            for try await (sealed, payload) in rows.decode((Bool, ByteBuffer).self) {
+                #expect(sealed)
+                let bytes = String(decoding: payload.readableBytesView, as: UTF8.self)
+                #expect(!bytes.contains("access-secret") && !bytes.contains("refresh-secret"))
+            }
+            // A row copied to another profile name does not open: the name is sealed in.
+            try await store.client.query(
+                """
+                INSERT INTO loginkit_profiles (namespace, name, format, sealed, payload, version)
+                SELECT namespace, 'copy', format, sealed, payload, version FROM loginkit_profiles
+                WHERE namespace = \(configuration.namespace) AND name = 'default'
+                """)
+            let copied = await thrown { try await store.profile(named: "copy") } as? TokenStoreError
+            #expect(copied?.code == .wrongKey)
+        }
+        // Another key, and no key: typed errors, and the row is left as it was.
+        var otherKey = configuration
+        otherKey.sealing = .key(try SymmetricKey.random())
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: otherKey) { store in
+            let wrong = await thrown { try await store.profile(named: "default") } as? TokenStoreError
+            #expect(wrong?.code == .wrongKey)
+            #expect(wrong.map { !"\($0)".contains("secret") } ?? false)
+        }
+        var noKey = configuration
+        noKey.sealing = .none
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: noKey) { store in
+            let missing = await thrown { try await store.save(sampleProfile("other"), as: "default") } as? TokenStoreError
+            #expect(missing?.code == .sealedWithoutKey)
+        }
+        let reopened = try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
+            try await store.profile(named: "default")
+        }
+        #expect(reopened == sampleProfile("secret"))
+    }
+
+    @Test func newerRowsAreRefusedAndOutOfScopeWritesAndConflictsWriteNothing() async throws {
+        let configuration = TestDatabase.configuration()
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
+            let namespace = configuration.namespace
+            try await store.save(sampleProfile("a"), as: "default")
+            try await store.client.query("UPDATE loginkit_profiles SET format = 99 WHERE namespace = \(namespace) AND name = 'default'")
+            let newer = await thrown { try await store.profile(named: "default") } as? TokenStoreError
+            #expect(newer?.code == .unsupportedVersion)
+            let overwrite = await thrown { try await store.save(sampleProfile("b"), as: "default") } as? TokenStoreError
+            #expect(overwrite?.code == .unsupportedVersion)
+            try await store.client.query("UPDATE loginkit_profiles SET format = 1 WHERE namespace = \(namespace) AND name = 'default'")
+            #expect(try await store.profile(named: "default") == sampleProfile("a"))
+
+            let outOfScope = await thrown {
+                try await store.withExclusiveAccess(to: "default") { transaction in
+                    transaction["default"] = sampleProfile("c")
+                    transaction["other"] = sampleProfile("d")
+                }
+            } as? TokenStoreError
+            #expect(outOfScope?.code == .outOfScope)
+            #expect(try await store.profileNames() == ["default"])
+            #expect(try await store.profile(named: "default") == sampleProfile("a"))
+
+            // A writer that ignores the lock inserts the row we are about to create: our write
+            // fails with .conflict instead of overwriting it.
+            let conflict = await thrown {
+                try await store.withExclusiveAccess(to: "new") { transaction in
+                    try await store.client.query(
+                        """
+                        INSERT INTO loginkit_profiles (namespace, name, format, sealed, payload, version)
+                        VALUES (\(namespace), 'new', 1, false, convert_to('{}', 'UTF8'), 7)
+                        """)
+                    transaction["new"] = sampleProfile("mine")
+                }
+            } as? TokenStoreError
+            #expect(conflict?.code == .conflict)
+            let rows = try await store.client.query("SELECT version FROM loginkit_profiles WHERE namespace = \(namespace) AND name = 'new'")
+            var versions: [Int64] = []
+            for try await version in rows.decode(Int64.self) { versions.append(version) }
+            #expect(versions == [7])
+        }
+    }
+
+    /// Four processes × 250 concurrent callers, an expired token, a refresh token that rotates and
+    /// dies on reuse: one refresh at the provider, every caller served the same fresh token.
+    @Test func fourProcessesOfManyCallersRefreshOnce() async throws {
+        let helper = try testHelperPath()
+        let url = try #require(TestDatabase.url)
+        let configuration = TestDatabase.configuration()
+        try await DevServer.withServer { server in
+            #expect(server.identityProvider.rotatesRefreshTokens && server.identityProvider.revokesFamilyOnReuse)
+            try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
+                try await CurlHTTPClient.withClient { client in
+                    let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: client)
+                    _ = try await AuthService(api: api, store: store).logIn(for: User.ID(rawValue: "demo"), with: "demo")
+                }
+                try await expireStoredCredentials(in: store)
+                server.monitor.reset()
+                // The refresh takes 2 s at the provider: every process finds the token expired
+                // while it runs, so only the lock keeps the others from refreshing too.
+                server.monitor.injectFaults([.delay(milliseconds: 2000)], path: "/oauth/token")
+
+                let children = try (0..<4).map { _ in
+                    try ChildProcess(helper, ["pg-token", url, configuration.namespace, server.issuer, "loginkit-cli", "250"])
+                }
+                var tokens: Set<String> = []
+                for child in children {
+                    for await line in child.lines { tokens.insert(line) }
+                    #expect(await child.waitForExit() == 0)
+                }
+                #expect(server.monitor.requestCount(path: "/oauth/token") == 1)
+                #expect(tokens.count == 1)
+                #expect(tokens.first == (try await store.profile(named: "default"))?.credentials.accessToken)
+            }
+        }
+    }
+}
+
+/// A database of the test's own, stopped and started again while an AuthService uses it.
+@Suite(.enabled(if: TestDatabase.clusterScript != nil || ProcessInfo.processInfo.environment["LOGINKIT_REQUIRE_POSTGRES"] == "1", "needs PostgreSQL: make test starts one"), .timeLimit(.minutes(3)))
+struct PostgresOutageTests {
+    @Test func aStoppedDatabaseGivesTypedErrorsAndValidTokensFromMemoryThenRecovers() async throws {
+        let script = try #require(TestDatabase.clusterScript)
+        let created = try await runCapturing(script, ["create"])
+        try #require(created.status == 0)
+        let parts = created.output.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        let directory = try #require(parts.first)
+        let port = try #require(parts.last)
+        // The cluster is removed whatever happens.
+        var failure: (any Error)?
+        do {
+            try await exercise(script: script, directory: directory, url: "postgres://loginkit@127.0.0.1:\(port)/postgres")
+        } catch {
+            failure = error
+        }
+        #expect(await run(script, ["destroy", directory]) == 0)
+        if let failure { throw failure }
+    }
+
+    func exercise(script: String, directory: String, url: String) async throws {
+        var configuration = TestDatabase.configuration()
+        configuration.operationTimeout = .seconds(2)
+        try await DevServer.withServer { server in
+            try await PostgresTokenStore.withStore(try PostgresTokenStore.connection(url: url), configuration: configuration) { store in
+                try await CurlHTTPClient.withClient { client in
+                    let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: client)
+                    let clock = ManualClock()
+                    let service = AuthService(api: api, store: store, clock: clock)
+                    _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
+                    let token = try await service.validAccessToken()
+
+                    #expect(await run(script, ["stop", directory]) == 0)
+                    let started = ContinuousClock.now
+                    let read = await thrown { try await store.profile(named: "default") } as? TokenStoreError
+                    #expect(read?.code == .unavailable)
+                    let write = await thrown { try await store.save(sampleProfile("x"), as: "other") } as? TokenStoreError
+                    #expect(write?.code == .unavailable)
+                    #expect(try await service.validAccessToken() == token, "a still-valid token is served from memory")
+                    // An hour later the token needs a refresh, which needs the store's lock: a typed error.
+                    clock.advance(by: .seconds(3600))
+                    let refresh = await thrown { try await service.validAccessToken() } as? TokenStoreError
+                    #expect(refresh?.code == .unavailable)
+                    #expect(ContinuousClock.now - started < .seconds(30), "no hang")
+                    #expect(server.monitor.requestCount(path: "/oauth/token") == 1, "no refresh without the lock")
+
+                    #expect(await run(script, ["start", directory]) == 0)
+                    #expect(try await store.profile(named: "default") != nil)
+                    let refreshed = try await service.validAccessToken()
+                    #expect(refreshed != token)
+                    #expect(server.monitor.requestCount(path: "/oauth/token") == 2)
+                    #expect(try await store.profile(named: "default")?.credentials.accessToken == refreshed)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster on 127.0.0.1 for the tests (Debian's server binaries; no Docker).
+#
+#   pg-cluster.sh create      initdb + start on a free port; prints "<dir> <port>"
+#   pg-cluster.sh stop DIR    stops the server (fast shutdown: clients are disconnected)
+#   pg-cluster.sh start DIR   starts it again on the same port
+#   pg-cluster.sh destroy DIR stops it if running and removes DIR
+#
+# initdb refuses to run as root: as root, the cluster belongs to the `postgres` user.
+set -euo pipefail
+
+bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
+    echo "pg-cluster: PostgreSQL server binaries not found (apt-get install postgresql; make test does)" >&2
+    exit 2
+fi
+
+as_owner() {
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+start() {
+    if ! as_owner "$bindir/pg_ctl" -D "$1/data" -l "$1/server.log" -w -t 60 start >/dev/null; then
+        echo "pg-cluster: the server did not start:" >&2
+        cat "$1/server.log" >&2
+        exit 1
+    fi
+}
+
+case "${1:-}" in
+create)
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+    dir=$(mktemp -d /tmp/loginkit-pg.XXXXXX)
+    chmod 700 "$dir"
+    if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi
+    if ! as_owner "$bindir/initdb" -D "$dir/data" -U loginkit -A trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1; then
+        cat "$dir/initdb.log" >&2
+        exit 1
+    fi
+    # Loopback only; the tests check locking, not durability, so the cluster skips fsync.
+    cat >>"$dir/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_connections = 100
+CONF
+    start "$dir"
+    echo "$dir $port"
+    ;;
+stop)
+    as_owner "$bindir/pg_ctl" -D "$2/data" -m fast -w -t 60 stop >/dev/null
+    ;;
+start)
+    start "$2"
+    ;;
+destroy)
+    as_owner "$bindir/pg_ctl" -D "$2/data" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
+    rm -rf "$2"
+    ;;
+*)
+    echo "usage: pg-cluster.sh create | stop DIR | start DIR | destroy DIR" >&2
+    exit 2
+    ;;
+esac
