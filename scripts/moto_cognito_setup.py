@@ -20,7 +20,8 @@ app = client.create_user_pool_client(
     ExplicitAuthFlows=["ALLOW_USER_PASSWORD_AUTH", "ALLOW_REFRESH_TOKEN_AUTH"],
 )["UserPoolClient"]
 username = "alice"
-password = "Pw-" + secrets.token_urlsafe(12)
+# Every class the default policy asks for (upper, lower, digit, symbol), whatever the random part holds.
+password = "Pw-7" + secrets.token_urlsafe(12)
 client.admin_create_user(UserPoolId=pool["Id"], Username=username, MessageAction="SUPPRESS")
 client.admin_set_user_password(UserPoolId=pool["Id"], Username=username, Password=password, Permanent=True)
 
