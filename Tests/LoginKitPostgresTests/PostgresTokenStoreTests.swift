@@ -26,7 +26,6 @@ enum TestDatabase {
         configuration.namespace = "test-\(UUID().uuidString)"
         configuration.sealing = sealing
         configuration.table = table
-        configuration.operationTimeout = .seconds(3)
         return configuration
     }
 }
@@ -229,7 +228,7 @@ struct PostgresOutageTests {
 
     func exercise(script: String, directory: String, url: String) async throws {
         var configuration = TestDatabase.configuration()
-        configuration.operationTimeout = .seconds(2)
+        configuration.operationTimeout = .seconds(5)  // what a stopped database costs each call below
         try await DevServer.withServer { server in
             try await PostgresTokenStore.withStore(try PostgresTokenStore.connection(url: url), configuration: configuration) { store in
                 try await CurlHTTPClient.withClient { client in
