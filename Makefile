@@ -37,8 +37,11 @@ test: test-deps
 	LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 timeout --kill-after=30 1200 \
 		scripts/with-postgres.sh scripts/with-moto.sh $(SWIFT) test --skip-build
 
-bench: deps
-	@echo "make bench: not implemented yet (see the benchmarks issue)"
+BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light openssl curl
+
+bench:
+	@scripts/install-deps.sh $(BENCH_PACKAGES)
+	python3 Benchmarks/run.py
 
 reliability: test-deps
 	$(SWIFT) build --build-tests

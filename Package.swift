@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "LoginKitDevServer", targets: ["LoginKitDevServer"]),
         .library(name: "LoginKitPostgres", targets: ["LoginKitPostgres"]),
         .executable(name: "loginkit", targets: ["loginkit"]),
+        // The fuzzers' entry points (Fuzz/ builds them with libFuzzer); not for applications.
+        .library(name: "LoginKitFuzzing", targets: ["LoginKitFuzzing"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
@@ -104,6 +106,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "LoginKitFuzzing",
+            dependencies: [
+                "LoginKit", "LoginKitJOSE", "LoginKitHTTP",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "loginkit",
             dependencies: [
@@ -135,7 +145,7 @@ let package = Package(
         .testTarget(
             name: "LoginKitTests",
             dependencies: [
-                "LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
+                "LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitFuzzing",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: strict
@@ -157,7 +167,10 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport"],
+            dependencies: [
+                "LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitViewModel",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,33 +1,139 @@
 #!/usr/bin/env bash
-# make reliability: long, repeated runs that do not belong in make test.
-# Today: the view-model and mock tests 200 times in a row, and the store crash test with 1000 kills.
-# Ends with the line "N passed, N failed".
+# make reliability: long, repeated runs that do not belong in make test (loopback only, bounded).
+# Prints a table, writes it to docs/reliability.md with the date and the machine, and ends with the
+# line "N passed, N failed". Settings (environment):
+#   LOGINKIT_VIEWMODEL_RUNS (200), LOGINKIT_CRASH_KILLS_RELIABILITY (1000),
+#   LOGINKIT_TOKEN_PROCESSES (16), LOGINKIT_TOKEN_ROUNDS (50), LOGINKIT_FUZZ_SECONDS (120 per target),
+#   LOGINKIT_SANITIZERS ("thread address"; empty to skip)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${LOGINKIT_VIEWMODEL_RUNS:-200}
 kills=${LOGINKIT_CRASH_KILLS_RELIABILITY:-1000}
+fuzz_seconds=${LOGINKIT_FUZZ_SECONDS:-120}
+sanitizers=${LOGINKIT_SANITIZERS-thread address}
+processes=${LOGINKIT_TOKEN_PROCESSES:-16}
+rounds=${LOGINKIT_TOKEN_ROUNDS:-50}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
 passed=0
 failed=0
+rows=()
 
-echo "== view-model and mock tests, $runs runs"
+# record NAME SETTING RESULT STATUS(0 = pass)
+record() {
+    local verdict=pass
+    if [ "$4" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); verdict=FAIL; fi
+    rows+=("| $1 | $2 | $3 | $verdict |")
+    echo "   → $3 ($verdict)"
+}
+
+# suite NAME SETTING FILTER [ENV…]: one swift test run of FILTER; its test count and time.
+suite() {
+    local name=$1 setting=$2 filter=$3
+    shift 3
+    echo "== $name"
+    local started=$SECONDS status=0
+    env "$@" timeout 1500 swift test --skip-build --filter "$filter" >"$log/run.log" 2>&1 || status=$?
+    local count
+    count=$(grep -oE 'Test run with [0-9]+ tests?' "$log/run.log" | grep -oE '[0-9]+' | head -n 1)
+    if [ "$status" -ne 0 ]; then grep -E '✘' "$log/run.log" | head -n 8; fi
+    record "$name" "$setting" "${count:-0} tests, $((SECONDS - started)) s, exit $status" "$status"
+}
+
+echo "== view-model and mock tests, $runs runs in a row"
 vm_failed=0
+started=$SECONDS
 for i in $(seq 1 "$runs"); do
-    if ! swift test --skip-build --filter 'LoginViewModelTests|MockMisuseTests' >/tmp/loginkit-vm-run.log 2>&1; then
+    if ! swift test --skip-build --filter 'LoginViewModelTests|MockMisuseTests' >"$log/vm.log" 2>&1; then
         vm_failed=$((vm_failed + 1))
-        echo "run $i failed:"; grep -E '✘' /tmp/loginkit-vm-run.log | head -5
+        echo "run $i failed:"; grep -E '✘' "$log/vm.log" | head -n 5
     fi
 done
-echo "view-model/mock runs: $runs, failed: $vm_failed"
-if [ "$vm_failed" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+record "view-model and mocks, repeated" "$runs runs" "$((runs - vm_failed)) passed, $vm_failed failed, $((SECONDS - started)) s" "$vm_failed"
 
-echo "== store crash safety, $kills SIGKILLs"
-if LOGINKIT_CRASH_KILLS=$kills swift test --skip-build --filter aSIGKILLedWriterNeverLeavesATornFile >/tmp/loginkit-crash.log 2>&1; then
-    echo "crash test: $kills kills, 0 torn or lost files"
-    passed=$((passed + 1))
-else
-    grep -E '✘' /tmp/loginkit-crash.log | head -10
-    failed=$((failed + 1))
+suite "crash safety: SIGKILL a process saving in a loop" "$kills kills" aSIGKILLedWriterNeverLeavesATornFile LOGINKIT_CRASH_KILLS="$kills"
+suite "multi-process: \`loginkit token\` rounds, token expiring between rounds" "$processes processes × $rounds rounds" \
+    concurrentTokenProcessesRefreshOncePerRound LOGINKIT_TOKEN_PROCESSES="$processes" LOGINKIT_TOKEN_ROUNDS="$rounds"
+suite "fault matrix: each fault a typed error, store byte-identical, < 10 s" "16 faults × login, refresh" \
+    FaultMatrixTests LOGINKIT_FAULT_REPORT="$log/faults.md"
+suite "retries, Retry-After, store failures" "AuthService" 'serverFailuresAreTyped|AuthServiceRefreshTests|AuthServiceStoreFailureTests'
+suite "TLS against openssl s_server (certificates made at test time)" "unknown CA, CA file, host, expiry, pins" TLSTests
+suite "secrets: logs at trace, errors, CLI output; files 0600, directories 0700" "login, refresh, failures, logout" \
+    'SecretLoggingTests|secretsNeverAppearInAnyOutput|aWrongPasswordIsRejectedCredentials|confidentialClientsAuthenticateBothWays|createsPrivateDirectoriesAndFiles|refusesADirectoryOthersCanWrite|sealedRoundTripHidesTheTokens'
+suite "fuzz corpora replayed (seeds and past findings)" "Fuzz/Corpus" FuzzCorpusTests
+
+echo "== libFuzzer, $fuzz_seconds s per target"
+started=$SECONDS
+LOGINKIT_FUZZ_SECONDS=$fuzz_seconds Fuzz/run.sh >"$log/fuzz.txt" 2>"$log/fuzz.err"
+fuzz_status=$?
+if [ ! -s "$log/fuzz.txt" ]; then
+    tail -n 20 "$log/fuzz.err"
+    record "libFuzzer" "build" "the fuzzers did not build" 1
 fi
+while read -r target executions findings code; do
+    status=0
+    if [ "$findings" -ne 0 ] || [ "$code" -ne 0 ]; then status=1; fi
+    record "libFuzzer: $target" "$fuzz_seconds s, ASan" "$executions executions, $findings findings" "$status"
+done <"$log/fuzz.txt"
+echo "   fuzzing took $((SECONDS - started)) s (exit $fuzz_status)"
+
+for sanitizer in $sanitizers; do
+    echo "== the test suite under --sanitize=$sanitizer"
+    started=$SECONDS
+    status=0
+    swift build --build-tests --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" >"$log/$sanitizer-build.log" 2>&1 || status=$?
+    if [ "$status" -eq 0 ]; then
+        LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 timeout 2400 scripts/with-postgres.sh scripts/with-moto.sh \
+            swift test --skip-build --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" >"$log/$sanitizer.log" 2>&1 || status=$?
+    else
+        tail -n 20 "$log/$sanitizer-build.log"
+    fi
+    reports=$(grep -cE "WARNING: ThreadSanitizer|ERROR: AddressSanitizer|ERROR: LeakSanitizer" "$log/$sanitizer.log" 2>/dev/null)
+    count=$(grep -oE 'Test run with [0-9]+ tests?' "$log/$sanitizer.log" 2>/dev/null | grep -oE '[0-9]+' | head -n 1)
+    if [ "${reports:-0}" -ne 0 ]; then
+        status=1
+        grep -A 12 -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$log/$sanitizer.log" | head -n 40
+    fi
+    record "sanitizer: $sanitizer" "whole test suite" "${count:-0} tests, ${reports:-0} reports, $((SECONDS - started)) s, exit $status" "$status"
+done
+
+table=$(
+    echo "| check | setting | result | verdict |"
+    echo "| --- | --- | --- | --- |"
+    printf '%s\n' "${rows[@]}"
+)
+echo
+echo "$table"
+
+machine="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(nproc) cores), $(uname -sr), $(swift --version 2>/dev/null | head -n 1)"
+{
+    echo "# Reliability"
+    echo
+    echo "\`make reliability\` (scripts/reliability.sh) runs the long, repeated checks that do not belong"
+    echo "in \`make test\`. Loopback only; bounded (each run under \`timeout\`)."
+    echo
+    echo "What each check is and how to reproduce a failure: [reliability-guide.md](reliability-guide.md)."
+    echo
+    echo "## Latest run"
+    echo
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $machine."
+    echo
+    echo "$table"
+    echo
+    echo "$passed passed, $failed failed"
+    if [ -s "$log/faults.md" ]; then
+        echo
+        echo "### The fault matrix"
+        echo
+        echo "Each fault injected by the dev server into the token endpoint, for a password login and for"
+        echo "a refresh of an expired token (no retries, so that each fault is seen once; the retry policy"
+        echo "has tests of its own). Store: the token file compared byte for byte before and after."
+        echo
+        echo "| fault | operation | error | store | time | verdict |"
+        echo "| --- | --- | --- | --- | ---: | --- |"
+        sort "$log/faults.md"
+    fi
+} >docs/reliability.md
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -8,6 +8,7 @@ scripts/moto-venv.sh
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 workdir=$(mktemp -d)
 log="$workdir/moto.log"
+: >"$log"  # exists before tail opens it (the background job opens it only when it gets to run)
 .venv/bin/python -m moto.server -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
 moto_pid=$!
 cleanup() {

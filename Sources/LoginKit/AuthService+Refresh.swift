@@ -67,6 +67,7 @@ extension AuthService {
             // The store's database is unreachable: credentials this service already had are served
             // until they enter the mandatory window; a refresh needs the store's lock, so it waits.
             guard let known = lastKnownProfile, freshness(of: known, kind, minimumValidity: minimumValidity) != .mustRefresh else { throw error }
+            logger.warning("the store is unavailable; serving the credentials held in memory", metadata: ["profile": "\(profileName)", "error": "\(error)"])
             return known.credentials
         }
         switch freshness(of: profile, kind, minimumValidity: minimumValidity) {
@@ -101,6 +102,7 @@ extension AuthService {
         if let refreshInFlight { return refreshInFlight }
         let flight = SharedRefresh()
         refreshInFlight = flight
+        logger.debug("refresh started", metadata: ["profile": "\(profileName)"])
         updateDiagnostics { $0.refreshInProgress = true }
         Task {
             let result = await self.refreshWithDeadline(trigger: trigger, kind: kind)
@@ -111,6 +113,10 @@ extension AuthService {
 
     private func finishRefresh(_ flight: SharedRefresh, _ result: Result<Credentials, any Error>) {
         if refreshInFlight === flight { refreshInFlight = nil }
+        switch result {
+        case .success: logger.debug("refresh finished", metadata: ["profile": "\(profileName)"])
+        case .failure(let error): logger.warning("refresh failed", metadata: ["profile": "\(profileName)", "error": "\(error)"])
+        }
         updateDiagnostics { diagnostics in
             diagnostics.refreshInProgress = false
             switch result {
@@ -192,16 +198,23 @@ extension AuthService {
             }
         } catch let error as TokenStoreError {
             guard let refreshed else { throw error }
+            logger.error("the refreshed credentials could not be saved; serving them anyway", metadata: ["profile": "\(profileName)", "error": "\(error)"])
             eventBroadcaster.emit(.storeFailed(error))  // the caller still gets the fresh token
             return refreshed
         }
         switch outcome {
         case .refreshed(let credentials):
+            logger.debug("refreshed", metadata: ["profile": "\(profileName)"])
             eventBroadcaster.emit(.refreshed)
             return credentials
-        case .tookStored(let credentials), .keptOld(let credentials):
+        case .tookStored(let credentials):
+            logger.debug("took the credentials another task or process had just refreshed", metadata: ["profile": "\(profileName)"])
+            return credentials
+        case .keptOld(let credentials):
+            logger.warning("refreshing keeps failing; serving the old credentials while they are valid", metadata: ["profile": "\(profileName)"])
             return credentials
         case .rejected:
+            logger.notice("the provider rejected the refresh token; the profile needs a new login", metadata: ["profile": "\(profileName)"])
             eventBroadcaster.emit(.credentialsRejected)
             throw LoginRequiredError(.credentialsRejected, profile: profileName, "the provider rejected the stored credentials; log in again")
         }

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+public import Logging
 
 /// Logs in, hands out valid tokens to any number of concurrent callers, and refreshes them exactly
 /// once when due — in this process and, through the store's lock, across processes.
@@ -36,6 +37,10 @@ public actor AuthService: AuthServiceProtocol {
         public var refreshTimeout: Duration = .seconds(60)
         /// How long logout waits for revocation before deleting the profile anyway. Default 5 s.
         public var revocationTimeout: Duration = .seconds(5)
+        /// Where logins, refreshes and logouts are logged (debug: each step and outcome; notice:
+        /// rejected credentials; warning and error: failures). Never a password, token or secret — only user IDs, error kinds and
+        /// the errors' own descriptions, which hold none. Default: `loginkit.auth`.
+        public var logger = Logger(label: "loginkit.auth")
 
         /// A `Configuration` with the defaults documented on each property.
         public init() {}
@@ -50,6 +55,7 @@ public actor AuthService: AuthServiceProtocol {
     /// The configuration.
     public nonisolated let configuration: Configuration
     nonisolated let clock: any AuthClock
+    nonisolated var logger: Logger { configuration.logger }
     /// Interactive steps (device-code prompts) run one at a time through this queue.
     public nonisolated let workflows: AuthWorkflowQueue
     nonisolated let eventBroadcaster = Broadcaster<AuthEvent>()
@@ -94,15 +100,23 @@ public actor AuthService: AuthServiceProtocol {
     // MARK: Login and logout
 
     public func logIn(for id: User.ID, with password: String) async throws -> User {
-        guard !isLoggingIn else { throw LoginInProgressError() }
+        guard !isLoggingIn else {
+            logger.debug("login refused: another login is in progress", metadata: ["profile": "\(profileName)"])
+            throw LoginInProgressError()
+        }
         isLoggingIn = true
         defer { isLoggingIn = false }
+        logger.debug("login started", metadata: ["profile": "\(profileName)", "user": "\(id.rawValue)"])
         try await checkGate()
         let credentials: Credentials
         do {
             credentials = try await api.logIn(for: id, with: password)
         } catch let error as LoginError {
             updateDiagnostics { $0.credentialsRejected = true }
+            logger.notice("login rejected", metadata: ["profile": "\(profileName)", "error": "\(error)"])
+            throw error
+        } catch {
+            logger.warning("login failed", metadata: ["profile": "\(profileName)", "error": "\(error)"])
             throw error
         }
         return try await saveLogin(credentials, fallbackID: id)
@@ -171,6 +185,7 @@ public actor AuthService: AuthServiceProtocol {
         try await store.save(profile, as: profileName)
         lastKnownProfile = profile
         updateDiagnostics { $0 = AuthDiagnostics() }
+        logger.debug("logged in", metadata: ["profile": "\(profileName)", "user": "\(user.id.rawValue)", "idToken": "\(credentials.idToken != nil)"])
         eventBroadcaster.emit(.loggedIn(user))
         restartProactiveRefresh()
         return user
@@ -191,7 +206,12 @@ public actor AuthService: AuthServiceProtocol {
             }
         }
         lastKnownProfile = nil
-        try? await store.removeProfile(named: profileName)
+        do {
+            try await store.removeProfile(named: profileName)
+            logger.debug("logged out", metadata: ["profile": "\(profileName)"])
+        } catch {
+            logger.warning("logout could not remove the profile", metadata: ["profile": "\(profileName)", "error": "\(error)"])
+        }
         updateDiagnostics { $0 = AuthDiagnostics(); $0.loginRequired = true }
         eventBroadcaster.emit(.loggedOut)
     }

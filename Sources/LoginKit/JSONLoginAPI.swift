@@ -62,6 +62,7 @@ public struct JSONLoginAPI: AuthAPI {
             throw LoginError(.invalidCredentials, "the user ID or password was rejected", providerError: TokenEndpoint.oauthError(json)?.error)
         }
         if let error = TokenEndpoint.error(for: response, json: json, grant: .password, host: host) { throw error }
+        try TokenEndpoint.requireJSON(response, host: host)
         guard let token = json?[configuration.idTokenField]?.stringValue, !token.isEmpty else {
             throw ServerError(.malformedResponse, "\(host)'s login response has no \"\(configuration.idTokenField)\"")
         }

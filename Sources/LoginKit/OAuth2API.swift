@@ -149,6 +149,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         let (metadata, verifier) = try await loaded()
         let (response, json, _) = try await endpoint.postForm(metadata.tokenEndpoint, fields: fields, authentication: authentication)
         if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host) { throw error }
+        try TokenEndpoint.requireJSON(response, host: host)
         return try await TokenEndpoint.credentials(
             from: json, host: host, issuer: configuration.issuer, now: now(), verifier: verifier, previous: previous
         )

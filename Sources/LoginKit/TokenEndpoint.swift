@@ -92,6 +92,17 @@ struct TokenEndpoint: Sendable {
         }
     }
 
+    /// A successful token or login response must be JSON (RFC 6749 §5.1): a `Content-Type` that
+    /// says otherwise (an HTML page from a proxy, `text/plain`, a form-encoded answer) is refused,
+    /// even when the body happens to parse. A missing `Content-Type` is let through to the parser.
+    static func requireJSON(_ response: HTTPResponse, host: String) throws {
+        guard let type = response.headerFields[.contentType] else { return }
+        let media = String(type.split(separator: ";").first ?? "").filter { !$0.isWhitespace }.lowercased()
+        guard media == "application/json" || media.hasSuffix("+json") || media.hasPrefix("application/x-amz-json") else {
+            throw ServerError(.malformedResponse, "\(host) answered HTTP \(response.status.code) with Content-Type \(media.isEmpty ? "(empty)" : media), not JSON")
+        }
+    }
+
     static func oauthError(_ json: JSONValue?) -> OAuthErrorBody? {
         guard let error = json?["error"]?.stringValue else { return nil }
         // error_description is shown to people: keep it printable and short.
@@ -110,6 +121,25 @@ struct TokenEndpoint: Sendable {
     static func credentials(
         from json: JSONValue?, host: String, issuer: String?, now: Date, verifier: IDTokenVerifier?, previous: Credentials? = nil
     ) async throws -> Credentials {
+        var (credentials, idToken) = try parseCredentials(from: json, host: host, issuer: issuer, now: now, previous: previous)
+        if let idToken {
+            let exp: Double?
+            if let verifier {
+                exp = try await verifier.verify(idToken).claims.expiresAt
+            } else {
+                exp = try JWTClaims(payload: CompactJWS(parsing: idToken).payload).expiresAt
+            }
+            credentials.idToken = IDToken(rawValue: idToken)
+            credentials.idTokenExpiresAt = exp.map(Date.init(timeIntervalSince1970:))
+        }
+        if credentials.expiresAt == nil { credentials.expiresAt = credentials.idTokenExpiresAt }
+        return credentials
+    }
+
+    /// The token response's fields, checked; the ID token still unverified and not yet set.
+    static func parseCredentials(
+        from json: JSONValue?, host: String, issuer: String?, now: Date, previous: Credentials?
+    ) throws -> (credentials: Credentials, idToken: String?) {
         guard let object = json?.objectValue else {
             throw ServerError(.malformedResponse, "\(host) sent a token response that is not a JSON object")
         }
@@ -138,18 +168,7 @@ struct TokenEndpoint: Sendable {
         } else {
             credentials.expiresAt = nil
         }
-        if let idToken = try string("id_token") {
-            let exp: Double?
-            if let verifier {
-                exp = try await verifier.verify(idToken).claims.expiresAt
-            } else {
-                exp = try JWTClaims(payload: CompactJWS(parsing: idToken).payload).expiresAt
-            }
-            credentials.idToken = IDToken(rawValue: idToken)
-            credentials.idTokenExpiresAt = exp.map(Date.init(timeIntervalSince1970:))
-        }
-        if credentials.expiresAt == nil { credentials.expiresAt = credentials.idTokenExpiresAt }
-        return credentials
+        return (credentials, try string("id_token"))
     }
 }
 

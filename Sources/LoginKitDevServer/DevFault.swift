@@ -20,4 +20,20 @@ public enum DevFault: Sendable, Hashable {
     case hugeBody(bytes: Int)
     /// Close the connection without answering.
     case dropConnection
+    /// Answer normally, but with this flaw in the ID token issued (token endpoint, JSON login).
+    case forgedIDToken(IDTokenForgery)
+
+    /// What is wrong with a forged ID token.
+    public enum IDTokenForgery: String, Sendable, Hashable, CaseIterable {
+        /// Signed by a key the issuer's JWKS does not have (its own `kid`).
+        case unknownKey
+        /// `alg: none` and no signature.
+        case algNone
+        /// Correctly signed, expired an hour ago.
+        case expired
+        /// Correctly signed, another issuer.
+        case wrongIssuer
+        /// Correctly signed, for another client.
+        case wrongAudience
+    }
 }

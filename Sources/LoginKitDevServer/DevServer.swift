@@ -83,7 +83,7 @@ public final class DevServer: Sendable {
         let provider = try IdentityProvider(configuration: configuration.identityProvider)
         let router = Router(context: DevRequestContext.self)
         router.add(middleware: CountingMiddleware(monitor: monitor))
-        router.add(middleware: FaultMiddleware(monitor: monitor))
+        router.add(middleware: FaultMiddleware(monitor: monitor, provider: provider))
         TestRoutes(monitor: monitor).register(on: router)
         IdentityProviderRoutes(provider: provider).register(on: router)
         let host = configuration.host

@@ -6,6 +6,7 @@ import NIOCore
 struct FaultMiddleware: RouterMiddleware {
     typealias Context = DevRequestContext
     let monitor: DevServerMonitor
+    let provider: IdentityProvider
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let fault = monitor.takeFault(path: request.uri.path) else { return try await next(request, context) }
@@ -34,6 +35,9 @@ struct FaultMiddleware: RouterMiddleware {
         case .hugeBody(let bytes):
             let body = ResponseBody.filled(with: UInt8(ascii: " "), count: bytes)
             return Response(status: .ok, headers: [.contentType: "application/json"], body: body)
+        case .forgedIDToken(let forgery):
+            provider.forgeNextIDToken(forgery)
+            return try await next(request, context)
         case .dropConnection:
             try? await context.channel.close()  // no response at all: the client sees an empty reply
             throw DevServerError("dropped the connection on purpose")

@@ -45,6 +45,7 @@ final class IdentityProvider: Sendable {
         var deviceCodes: [String: DeviceRecord] = [:]
         var userCodes: [String: String] = [:]
         var configuration: IdentityProviderConfiguration
+        var forgery: DevFault.IDTokenForgery?
     }
 
     private let state: Mutex<State>
@@ -271,11 +272,44 @@ final class IdentityProvider: Sendable {
             ]
             if let nickname = user.nickname { claims["nickname"] = .string(nickname) }
             if let birthdate = user.birthdate { claims["birthdate"] = .string(birthdate) }
-            if let idToken = try? CompactJWS.sign(payload: Array(JSONValue.object(claims).serialized.utf8), with: signingKey, extraHeader: ["typ": .string("JWT")]) {
-                response["id_token"] = .string(idToken)
+            let forgery = state.withLock { state in
+                defer { state.forgery = nil }
+                return state.forgery
             }
+            if let idToken = signIDToken(claims, forgery: forgery) { response["id_token"] = .string(idToken) }
         }
         return response
+    }
+
+    /// The next ID token issued gets `forgery` (a fault for tests of verification).
+    func forgeNextIDToken(_ forgery: DevFault.IDTokenForgery) {
+        state.withLock { $0.forgery = forgery }
+    }
+
+    /// `claims` signed with the provider's key, or forged as `forgery` says.
+    private func signIDToken(_ claims: [String: JSONValue], forgery: DevFault.IDTokenForgery?) -> String? {
+        var claims = claims
+        let header: [String: JSONValue] = ["typ": .string("JWT")]
+        let now = Int(configuration.now().timeIntervalSince1970)
+        switch forgery {
+        case nil:
+            break
+        case .expired:
+            claims["iat"] = .number("\(now - 7200)")
+            claims["exp"] = .number("\(now - 3600)")
+        case .wrongIssuer:
+            claims["iss"] = .string("https://impostor.example")
+        case .wrongAudience:
+            claims["aud"] = .string("another-client")
+        case .unknownKey:
+            // An EC key: made in milliseconds, where RSA key generation could outlast a short client timeout.
+            guard let stranger = try? SigningKey.generate(.es256, keyID: "dev-unknown-" + Self.randomToken(bytes: 4)) else { return nil }
+            return try? CompactJWS.sign(payload: Array(JSONValue.object(claims).serialized.utf8), with: stranger, extraHeader: header)
+        case .algNone:
+            let head = Base64URL.encode(Array(JSONValue.object(["alg": .string("none"), "typ": .string("JWT")]).serialized.utf8))
+            return head + "." + Base64URL.encode(Array(JSONValue.object(claims).serialized.utf8)) + "."
+        }
+        return try? CompactJWS.sign(payload: Array(JSONValue.object(claims).serialized.utf8), with: signingKey, extraHeader: header)
     }
 
     var discoveryDocument: [String: JSONValue] {

@@ -124,22 +124,40 @@ struct CLITests {
         }
     }
 
-    @Test func tenConcurrentTokenProcessesRefreshOnce() async throws {
+    /// N `loginkit token` processes at once, R rounds, the token expiring between rounds and each
+    /// refresh held 300 ms at the provider (so the processes overlap): one refresh per round, every
+    /// process served the token the store then holds. 10 × 3 here; `make reliability` runs 16 × 50
+    /// (LOGINKIT_TOKEN_PROCESSES, LOGINKIT_TOKEN_ROUNDS).
+    @Test func concurrentTokenProcessesRefreshOncePerRound() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let processes = Int(environment["LOGINKIT_TOKEN_PROCESSES"] ?? "") ?? 10
+        let rounds = Int(environment["LOGINKIT_TOKEN_ROUNDS"] ?? "") ?? 3
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
                 let path = directory + "/tokens.json"
                 let common = ["--store", path]
                 #expect(try await loginkit(["login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin"] + common, input: "demo\n").status == 0)
-                try await expireStoredCredentials(in: IDTokenStore(path: path, sealing: .none))
-                server.monitor.reset()
-
-                let runs = try await withThrowingTaskGroup(of: Run.self) { group in
-                    for _ in 0..<10 { group.addTask { try await loginkit(["token"] + common) } }
-                    return try await group.reduce(into: [Run]()) { $0.append($1) }
+                let store = try IDTokenStore(path: path, sealing: .none)
+                var previous: String?
+                for round in 1...rounds {
+                    try await expireStoredCredentials(in: store)
+                    server.monitor.reset()
+                    server.monitor.injectFaults([.delay(milliseconds: 300)], path: "/oauth/token")
+                    let runs = try await withThrowingTaskGroup(of: Run.self) { group in
+                        // The access token: ID tokens issued in the same second can be byte-identical.
+                        for _ in 0..<processes { group.addTask { try await loginkit(["token", "--access"] + common) } }
+                        return try await group.reduce(into: [Run]()) { $0.append($1) }
+                    }
+                    let failures = runs.filter { $0.status != 0 }.map(\.stderr)
+                    #expect(failures.isEmpty, "round \(round): \(failures.prefix(3))")
+                    let tokens = Set(runs.map { $0.stdout.trimmingCharacters(in: .newlines) })
+                    let stored = try await IDTokenStore(path: path, sealing: .none).profile(named: "default")?.credentials.accessToken
+                    #expect(tokens == [stored], "round \(round): every process gets the one refreshed token")
+                    #expect(tokens.first != previous, "round \(round): a new token")
+                    #expect(server.monitor.requestCount(path: "/oauth/token") == 1, "round \(round)")
+                    previous = tokens.first
+                    if !failures.isEmpty { break }
                 }
-                #expect(runs.allSatisfy { $0.status == 0 })
-                #expect(Set(runs.map(\.stdout)).count == 1)
-                #expect(server.monitor.requestCount(path: "/oauth/token") == 1)
             }
         }
     }

@@ -1,0 +1,376 @@
+// loginkit-bench: one measurement per run, printed as one JSON line. Benchmarks/run.py starts it
+// once per peer and round (interleaved), so each peer's process, CPU time and peak RSS are its own.
+//
+//   http <loginkit|ahc|urlsession> <seq|conc> <url> <requests> [in-flight]
+//   save <directory> <operations>          IDTokenStore.save, the C floor, Data.write(.atomic), interleaved
+//   cached <directory> <calls>             cached validIDToken() (file store, memory store) vs a bare actor call
+//   verify <loginkit|jwtkit> <RS256|ES256> <count>
+//   storm <rounds>                         10/100/1000 concurrent validIDToken() on an expired token
+//   prepare-cli <store path>               a profile valid for an hour, for the CLI start-up benchmark
+import AsyncHTTPClient
+import CBench
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import JWTKit
+import LoginKit
+import LoginKitDevServer
+import Synchronization
+
+/// The token endpoint's request body: a refresh grant of a realistic size.
+let requestBody = Data(#"{"grant_type":"refresh_token","refresh_token":"rt-0123456789abcdef0123456789abcdef","client_id":"loginkit-cli"}"#.utf8)
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+func emit(_ values: [String: Double]) {
+    let fields = values.keys.sorted().map { "\"\($0)\": \(values[$0].map { $0.isFinite ? "\($0)" : "null" } ?? "null")" }
+    print("{" + fields.joined(separator: ", ") + "}")
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    guard !values.isEmpty else { return .nan }
+    let sorted = values.sorted()
+    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+}
+
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+// MARK: HTTP
+
+/// One POST, as each peer does it; returns when the whole body has arrived.
+protocol Peer: Sendable {
+    func post() async throws
+    func shutdown() async throws
+}
+
+struct LoginKitPeer: Peer {
+    let client: CurlHTTPClient
+    let request: HTTPRequest
+
+    init(url: String) throws {
+        client = try CurlHTTPClient()
+        guard let request = HTTPRequest(method: .post, url: url, headerFields: [.contentType: "application/json"]) else { throw BenchError("bad URL \(url)") }
+        self.request = request
+    }
+
+    func post() async throws {
+        let (response, _) = try await client.send(request, body: requestBody)
+        guard response.status.code == 200 else { throw BenchError("HTTP \(response.status.code)") }
+    }
+
+    func shutdown() async throws { await client.shutdown() }
+}
+
+struct AsyncHTTPClientPeer: Peer {
+    let client: HTTPClient
+    let url: String
+
+    init(url: String) {
+        var configuration = HTTPClient.Configuration()
+        // Its default pool is 8 connections per host; compared at 64, like the others.
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.url = url
+    }
+
+    func post() async throws {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(Array(requestBody))
+        let response = try await client.execute(request, timeout: .seconds(30))
+        _ = try await response.body.collect(upTo: 1 << 20)
+        guard response.status.code == 200 else { throw BenchError("HTTP \(response.status.code)") }
+    }
+
+    func shutdown() async throws { try await client.shutdown() }
+}
+
+struct URLSessionPeer: Peer {
+    let session: URLSession
+    let request: URLRequest
+
+    init(url: String) throws {
+        let configuration = URLSessionConfiguration.default
+        configuration.httpMaximumConnectionsPerHost = 64
+        session = URLSession(configuration: configuration)
+        guard let target = URL(string: url) else { throw BenchError("bad URL \(url)") }
+        var request = URLRequest(url: target)
+        request.httpMethod = "POST"
+        request.httpBody = requestBody
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        self.request = request
+    }
+
+    func post() async throws {
+        let (_, response) = try await session.data(for: request)
+        guard (response as? HTTPURLResponse)?.statusCode == 200 else { throw BenchError("not HTTP 200") }
+    }
+
+    func shutdown() async throws { session.invalidateAndCancel() }
+}
+
+final class Counter: Sendable {
+    let value = Atomic<Int>(0)
+}
+
+func benchHTTP(peer name: String, mode: String, url: String, requests: Int, inFlight: Int) async throws {
+    let peer: any Peer =
+        switch name {
+        case "loginkit": try LoginKitPeer(url: url)
+        case "ahc": AsyncHTTPClientPeer(url: url)
+        case "urlsession": try URLSessionPeer(url: url)
+        default: throw BenchError("unknown peer \(name)")
+        }
+    let workers = mode == "seq" ? 1 : inFlight
+    // Warm up: open the connections.
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<workers { group.addTask { try await peer.post() } }
+        try await group.waitForAll()
+    }
+    let next = Counter()
+    let clock = ContinuousClock()
+    let cpuBefore = cpuSeconds()
+    let started = clock.now
+    let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
+        for _ in 0..<workers {
+            group.addTask {
+                var mine: [Double] = []
+                while next.value.wrappingAdd(1, ordering: .relaxed).oldValue < requests {
+                    let begin = clock.now
+                    try await peer.post()
+                    mine.append(seconds(clock.now - begin))
+                }
+                return mine
+            }
+        }
+        var all: [Double] = []
+        for try await part in group { all += part }
+        return all
+    }
+    let elapsed = seconds(clock.now - started)
+    let cpu = cpuSeconds() - cpuBefore
+    try await peer.shutdown()
+    emit([
+        "requests": Double(latencies.count), "seconds": elapsed, "p50_us": percentile(latencies, 0.5) * 1e6,
+        "p99_us": percentile(latencies, 0.99) * 1e6, "cpu_s_per_10k": cpu / Double(latencies.count) * 10_000,
+    ])
+}
+
+// MARK: Store
+
+func sampleProfile(_ counter: Int, validFor seconds: TimeInterval = 3600) -> StoredProfile {
+    StoredProfile(
+        credentials: Credentials(
+            idToken: IDToken(rawValue: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln-\(counter)"), accessToken: "access-\(counter)",
+            refreshToken: "refresh-\(counter)", expiresAt: Date().addingTimeInterval(seconds), idTokenExpiresAt: Date().addingTimeInterval(seconds)),
+        source: CredentialSource(kind: .oauth2, endpoint: "https://issuer.bench", clientID: "loginkit-cli"),
+        userID: "248289761001", updatedAt: Date())
+}
+
+func benchSave(directory: String, operations: Int) async throws {
+    let store = try IDTokenStore(path: directory + "/tokens.json", sealing: .none)
+    try await store.save(sampleProfile(0), as: "default")
+    let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/tokens.json")))
+    let foundationURL = URL(fileURLWithPath: directory + "/foundation.json")
+    let clock = ContinuousClock()
+    var kit: [Double] = [], floor: [Double] = [], foundation: [Double] = []
+    for round in 1...operations {
+        kit.append(seconds(try await clock.measure { try await store.save(sampleProfile(round), as: "default") }))
+        floor.append(seconds(clock.measure { _ = cbench_durable_write(bytes, bytes.count, directory) }))
+        foundation.append(seconds(try clock.measure { try Data(bytes).write(to: foundationURL, options: .atomic) }))
+    }
+    emit(["loginkit_us": percentile(kit, 0.5) * 1e6, "c_us": percentile(floor, 0.5) * 1e6, "foundation_atomic_us": percentile(foundation, 0.5) * 1e6, "bytes": Double(bytes.count)])
+}
+
+actor Bare {
+    let value = "token"
+    func get() -> String { value }
+}
+
+/// An API that is never called: the cached path must not reach it.
+struct UnusedAPI: AuthAPI {
+    var source: CredentialSource { CredentialSource(kind: .oauth2, endpoint: "https://issuer.bench") }
+    func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw BenchError("unexpected login") }
+    func refresh(_ credentials: Credentials) async throws -> Credentials { throw BenchError("unexpected refresh") }
+    func revoke(_ credentials: Credentials) async throws {}
+}
+
+func benchCached(directory: String, calls: Int) async throws {
+    let fileStore = try IDTokenStore(path: directory + "/cached.json", sealing: .none)
+    try await fileStore.save(sampleProfile(1, validFor: 86_400), as: "default")
+    let memoryStore = InMemoryTokenStore(profiles: ["default": sampleProfile(1, validFor: 86_400)])
+    let fileService = AuthService(api: UnusedAPI(), store: fileStore)
+    let memoryService = AuthService(api: UnusedAPI(), store: memoryStore)
+    let bare = Bare()
+    let clock = ContinuousClock()
+    func perCall(_ body: () async throws -> Void) async throws -> Double {
+        try await body()  // warm
+        let elapsed = try await clock.measure { for _ in 0..<calls { try await body() } }
+        return seconds(elapsed) / Double(calls) * 1e9
+    }
+    var file: [Double] = [], memory: [Double] = [], actor: [Double] = []
+    for _ in 0..<3 {
+        file.append(try await perCall { _ = try await fileService.validIDToken() })
+        memory.append(try await perCall { _ = try await memoryService.validIDToken() })
+        actor.append(try await perCall { _ = await bare.get() })
+    }
+    emit(["file_store_ns": percentile(file, 0.5), "memory_store_ns": percentile(memory, 0.5), "bare_actor_ns": percentile(actor, 0.5)])
+}
+
+// MARK: Verification
+
+struct BenchPayload: JWTPayload {
+    var iss: IssuerClaim
+    var sub: SubjectClaim
+    var aud: AudienceClaim
+    var exp: ExpirationClaim
+    var iat: IssuedAtClaim
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {
+        try exp.verifyNotExpired()
+        try aud.verifyIntendedAudience(includes: "loginkit-cli")
+        guard iss.value == "https://issuer.bench" else { throw BenchError("issuer") }
+    }
+}
+
+func benchVerify(peer: String, algorithm name: String, count: Int) async throws {
+    guard let algorithm = JWSAlgorithm(rawValue: name), algorithm == .rs256 || algorithm == .es256 else { throw BenchError("RS256 or ES256") }
+    let key = try SigningKey.generate(algorithm, keyID: "bench")
+    let jwk = try key.publicJWK()
+    let now = Int(Date().timeIntervalSince1970)
+    let claims = JSONValue.object([
+        "iss": .string("https://issuer.bench"), "sub": .string("248289761001"), "aud": .string("loginkit-cli"),
+        "exp": .number("\(now + 3600)"), "iat": .number("\(now)"),
+    ])
+    let token = try CompactJWS.sign(payload: Array(claims.serialized.utf8), with: key, extraHeader: ["typ": .string("JWT")])
+    let verify: () async throws -> Void
+    switch peer {
+    case "loginkit":
+        let verifier = IDTokenVerifier(configuration: .init(issuer: "https://issuer.bench", audience: "loginkit-cli"), keys: StaticJWKS(JWKSet(keys: [jwk])))
+        verify = { _ = try await verifier.verify(token) }
+    case "jwtkit":
+        let keys = JWTKeyCollection()
+        try await keys.add(jwksJSON: "{\"keys\":[\(jwk.json.serialized)]}")
+        verify = { _ = try await keys.verify(token, as: BenchPayload.self) }
+    default:
+        throw BenchError("unknown peer \(peer)")
+    }
+    for _ in 0..<200 { try await verify() }  // warm: keys parsed and cached
+    let allocationsBefore = cbench_malloc_count()
+    let clock = ContinuousClock()
+    let elapsed = try await clock.measure { for _ in 0..<count { try await verify() } }
+    let allocations = cbench_malloc_count()
+    emit([
+        "verifies_per_s": Double(count) / seconds(elapsed), "us_per_verify": seconds(elapsed) / Double(count) * 1e6,
+        "allocs_per_verify": allocationsBefore < 0 ? .nan : Double(allocations - allocationsBefore) / Double(count),
+    ])
+}
+
+// MARK: Expiry storm
+
+func expire(_ store: some TokenStore) async throws {
+    try await store.withExclusiveAccess(to: "default") { transaction in
+        guard var profile = transaction["default"] else { return }
+        profile.credentials.expiresAt = Date().addingTimeInterval(-5)
+        profile.credentials.idTokenExpiresAt = Date().addingTimeInterval(-5)
+        profile.updatedAt = Date().addingTimeInterval(-3605)
+        transaction["default"] = profile
+    }
+}
+
+func benchStorm(rounds: Int) async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("loginkit-bench-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    try await DevServer.withServer { server in
+        try await CurlHTTPClient.withClient { http in
+            let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: http)
+            let store = try IDTokenStore(path: directory + "/tokens.json", sealing: .none)
+            var configuration = AuthService.Configuration()
+            configuration.logger.logLevel = .warning
+            let service = AuthService(api: api, store: store, configuration: configuration)
+            _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
+            let clock = ContinuousClock()
+            // One uncontended refresh (after a warm-up one), several times.
+            var single: [Double] = []
+            for _ in 0..<(rounds * 3 + 1) {
+                try await expire(store)
+                single.append(seconds(try await clock.measure { _ = try await service.validIDToken() }))
+            }
+            single.removeFirst()
+            var results: [String: Double] = ["single_ms": percentile(single, 0.5) * 1e3]
+            for size in [10, 100, 1000] {
+                var requests: [Int] = [], p50: [Double] = [], p99: [Double] = []
+                for _ in 0..<rounds {
+                    try await expire(store)
+                    server.monitor.reset()
+                    let start = clock.now
+                    let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
+                        for _ in 0..<size {
+                            group.addTask {
+                                _ = try await service.validIDToken()
+                                return seconds(clock.now - start)
+                            }
+                        }
+                        var all: [Double] = []
+                        for try await latency in group { all.append(latency) }
+                        return all
+                    }
+                    requests.append(server.monitor.requestCount(path: "/oauth/token"))
+                    p50.append(percentile(latencies, 0.5))
+                    p99.append(percentile(latencies, 0.99))
+                }
+                results["requests_\(size)"] = Double(requests.max() ?? -1)
+                results["p50_ms_\(size)"] = percentile(p50, 0.5) * 1e3
+                results["p99_ms_\(size)"] = percentile(p99, 0.5) * 1e3
+            }
+            emit(results)
+        }
+    }
+}
+
+/// A store holding a profile valid for an hour, whose issuer is not running: `loginkit token`
+/// must answer from the store alone.
+func prepareCLI(path: String) async throws {
+    let store = try IDTokenStore(path: path, sealing: .none)
+    try await store.save(sampleProfile(1), as: "default")
+}
+
+// MARK: Main
+
+let arguments = CommandLine.arguments
+do {
+    switch (arguments.count > 1 ? arguments[1] : "", arguments.count) {
+    case ("http", 6), ("http", 7):
+        guard let requests = Int(arguments[5]) else { throw BenchError("requests") }
+        try await benchHTTP(peer: arguments[2], mode: arguments[3], url: arguments[4], requests: requests, inFlight: arguments.count == 7 ? Int(arguments[6]) ?? 64 : 64)
+    case ("save", 4):
+        try await benchSave(directory: arguments[2], operations: Int(arguments[3]) ?? 300)
+    case ("cached", 4):
+        try await benchCached(directory: arguments[2], calls: Int(arguments[3]) ?? 100_000)
+    case ("verify", 5):
+        try await benchVerify(peer: arguments[2], algorithm: arguments[3], count: Int(arguments[4]) ?? 5000)
+    case ("storm", 3):
+        try await benchStorm(rounds: Int(arguments[2]) ?? 3)
+    case ("prepare-cli", 3):
+        try await prepareCLI(path: arguments[2])
+    default:
+        throw BenchError("usage: see the comment at the top of Benchmarks/Sources/loginkit-bench/main.swift")
+    }
+} catch {
+    FileHandle.standardError.write(Data("loginkit-bench: \(error)\n".utf8))
+    exit(1)
+}

@@ -1,0 +1,10 @@
+// libFuzzer entry: SemanticVersion parsing and ordering.
+// A crash, or `abort()` on a broken invariant, is a finding: Fuzz/run.sh keeps the input.
+import Glibc
+import LoginKitFuzzing
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+    if !FuzzEntries.semanticVersion(UnsafeRawBufferPointer(start: start, count: count)) { abort() }
+    return 0
+}
