@@ -10,11 +10,12 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [.package(name: "LoginKit", path: "..")],
     targets: [
-        .executableTarget(name: "fuzz-jws", dependencies: [.product(name: "LoginKitFuzzing", package: "LoginKit")]),
-        .executableTarget(name: "fuzz-jwks", dependencies: [.product(name: "LoginKitFuzzing", package: "LoginKit")]),
-        .executableTarget(name: "fuzz-token-response", dependencies: [.product(name: "LoginKitFuzzing", package: "LoginKit")]),
-        .executableTarget(name: "fuzz-store-file", dependencies: [.product(name: "LoginKitFuzzing", package: "LoginKit")]),
-        .executableTarget(name: "fuzz-semver", dependencies: [.product(name: "LoginKitFuzzing", package: "LoginKit")]),
-        .executableTarget(name: "fuzz-cli-config", dependencies: [.product(name: "LoginKitFuzzing", package: "LoginKit")]),
+        .target(name: "FuzzDriver"),
+        .executableTarget(name: "fuzz-jws", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
+        .executableTarget(name: "fuzz-jwks", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
+        .executableTarget(name: "fuzz-token-response", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
+        .executableTarget(name: "fuzz-store-file", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
+        .executableTarget(name: "fuzz-semver", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
+        .executableTarget(name: "fuzz-cli-config", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
     ]
 )

@@ -16,7 +16,7 @@ if ! swift build "${flags[@]}" >build.log 2>&1; then
 fi
 bin=$(swift build "${flags[@]}" --show-bin-path)
 status=0
-for source in Sources/*/; do
+for source in Sources/fuzz-*/; do
     target=$(basename "$source")
     work=$(mktemp -d)
     cp Corpus/"$target"/* "$work"/

@@ -1,4 +1,4 @@
-import Synchronization
+import LoginKit
 
 /// The calls a mock received, in order: the test awaits the next one with `next()`; nothing polls.
 /// Remembers every call so that `unresumed` can list the ones the test never resumed.
@@ -8,7 +8,7 @@ final class CallQueue<Call: Sendable>: Sendable {
         var waiters: [CheckedContinuation<Call, Never>] = []
         var all: [Call] = []
     }
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     func arrive(_ call: Call) {
         let waiter = state.withLock { state -> CheckedContinuation<Call, Never>? in

@@ -4,7 +4,6 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import LoginKit
-import Synchronization
 
 /// An `AuthClock` that moves only when the test says so.
 ///
@@ -25,11 +24,11 @@ public final class ManualClock: AuthClock {
         /// Every duration ever slept, in order: lets tests check intervals.
         var sleptDurations: [Duration] = []
     }
-    private let state: Mutex<State>
+    private let state: LockedState<State>
 
     /// A clock that starts at `start` (default: the real time when created).
     public init(start: Date = Date()) {
-        state = Mutex(State(now: start))
+        state = LockedState(State(now: start))
     }
 
     public var now: Date { state.withLock { $0.now } }

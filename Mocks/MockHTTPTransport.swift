@@ -4,14 +4,13 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import LoginKit
-import Synchronization
 
 /// An `HTTPTransport` that answers from a script, and suspends any request the script does not
 /// cover until the test resumes it (`nextRequest()`).
 public final class MockHTTPTransport: HTTPTransport {
     public typealias RequestCall = SuspendedCall<(request: HTTPRequest, body: Data?), (HTTPResponse, Data)>
 
-    private let script = Mutex<[Result<(HTTPResponse, Data), any Error>]>([])
+    private let script = LockedState<[Result<(HTTPResponse, Data), any Error>]>([])
     private let requests = CallQueue<RequestCall>()
 
     /// A `MockHTTPTransport` with the defaults documented on each property.

@@ -1,4 +1,4 @@
-import Synchronization
+import LoginKit
 #if canImport(Testing)
 import Testing
 #endif
@@ -16,7 +16,7 @@ public final class SuspendedCall<Arguments: Sendable, Value: Sendable>: Sendable
         var resumed = false
         var early: Result<Value, any Error>?
     }
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     init(name: String, arguments: Arguments) {
         self.name = name

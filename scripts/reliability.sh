@@ -54,7 +54,7 @@ record "view-model and mocks, repeated" "$runs runs" "$((runs - vm_failed)) pass
 suite "crash safety: SIGKILL a process saving in a loop" "$kills kills" aSIGKILLedWriterNeverLeavesATornFile LOGINKIT_CRASH_KILLS="$kills"
 suite "multi-process: \`loginkit token\` rounds, token expiring between rounds" "$processes processes × $rounds rounds" \
     concurrentTokenProcessesRefreshOncePerRound LOGINKIT_TOKEN_PROCESSES="$processes" LOGINKIT_TOKEN_ROUNDS="$rounds"
-suite "fault matrix: each fault a typed error, store byte-identical, < 10 s" "16 faults × login, refresh" \
+suite "fault matrix: each fault a typed error, store byte-identical, < 20 s" "16 faults × login, refresh" \
     FaultMatrixTests LOGINKIT_FAULT_REPORT="$log/faults.md"
 suite "retries, Retry-After, store failures" "AuthService" 'serverFailuresAreTyped|AuthServiceRefreshTests|AuthServiceStoreFailureTests'
 suite "TLS against openssl s_server (certificates made at test time)" "unknown CA, CA file, host, expiry, pins" TLSTests

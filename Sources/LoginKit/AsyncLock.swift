@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A fair (FIFO) mutual-exclusion lock for tasks: waiting suspends, it never blocks a thread.
 /// A waiter whose task is cancelled leaves the queue and throws `CancellationError`.
@@ -9,7 +8,7 @@ final class AsyncLock: Sendable {
         var nextID: UInt64 = 0
         var cancelledBeforeQueued: Set<UInt64> = []
     }
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     /// Runs `body` while holding the lock.
     nonisolated(nonsending) func withLock<T>(_ body: () async throws -> T) async throws -> T {

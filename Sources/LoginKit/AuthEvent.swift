@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Something that happened to a profile's credentials. The kit reports; the host decides what to do.
 public enum AuthEvent: Sendable {
@@ -20,7 +19,7 @@ final class Broadcaster<Value: Sendable>: Sendable {
         var subscribers: [Int: AsyncStream<Value>.Continuation] = [:]
         var nextID = 0
     }
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     /// A new subscription; it ends when the stream is dropped.
     func subscribe(initial: Value? = nil) -> AsyncStream<Value> {

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// One refresh that any number of callers wait for. A waiter whose task is cancelled stops
 /// waiting at once; the refresh itself goes on for the others.
@@ -9,7 +8,7 @@ final class SharedRefresh: Sendable {
         var result: Result<Credentials, any Error>?
         var cancelledEarly: Set<UInt64> = []
     }
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     /// Waits for the outcome.
     func wait() async throws -> Credentials {

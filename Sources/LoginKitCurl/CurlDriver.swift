@@ -6,7 +6,6 @@ import Foundation
 #endif
 import HTTPTypes
 import LoginKitHTTP
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -65,7 +64,7 @@ final class CurlDriver: Sendable {
 
     let multi: MultiHandle
     let configuration: CurlHTTPClient.Configuration
-    let state = Mutex(State())
+    let state = LockedState(State())
 
     private init(multi: MultiHandle, configuration: CurlHTTPClient.Configuration) {
         self.multi = multi

@@ -120,7 +120,7 @@ public final class CurlHTTPClient: HTTPTransport {
 final class RequestToken: Sendable {
     enum Phase { case new, submitted, cancelled }
     let id: UInt64
-    let phase = Mutex<Phase>(.new)
+    let phase = LockedState<Phase>(.new)
     init(id: UInt64) { self.id = id }
 }
 

@@ -1,7 +1,7 @@
 import Hummingbird
+import LoginKitHTTP
 public import Logging
 import NIOCore
-import Synchronization
 
 /// An embedded HTTP identity provider on 127.0.0.1, for the demo, local development and the
 /// integration tests.
@@ -43,14 +43,14 @@ public final class DevServer: Sendable {
     /// Counters, arrival notifications and injected faults.
     public let monitor: DevServerMonitor
     let provider: IdentityProvider
-    private let runTask: Mutex<Task<Void, Never>?>
+    private let runTask: LockedState<Task<Void, Never>?>
 
     private init(port: Int, host: String, monitor: DevServerMonitor, provider: IdentityProvider, runTask: Task<Void, Never>) {
         self.port = port
         self.baseURL = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
         self.monitor = monitor
         self.provider = provider
-        self.runTask = Mutex(runTask)
+        self.runTask = LockedState(runTask)
     }
 
     /// The OpenID issuer: the base URL. Discovery is at `issuer + "/.well-known/openid-configuration"`.

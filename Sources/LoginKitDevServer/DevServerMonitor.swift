@@ -1,4 +1,4 @@
-import Synchronization
+import LoginKitHTTP
 
 /// What a `DevServer` has seen: distinct client connections, requests per path, and a stream of
 /// arrivals a test can await instead of sleeping.
@@ -57,7 +57,7 @@ public final class DevServerMonitor: Sendable {
         get { state.withLock { $0.testKeySet } }
         set { state.withLock { $0.testKeySet = newValue } }
     }
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     init() {}
 

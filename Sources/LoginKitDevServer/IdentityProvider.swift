@@ -3,8 +3,8 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import LoginKitHTTP
 import LoginKitJOSE
-import Synchronization
 
 /// The dev identity provider's logic and state: grants, tokens, refresh-token rotation with reuse
 /// detection, device codes, revocation. HTTP lives in `IdentityProviderRoutes`.
@@ -48,11 +48,11 @@ final class IdentityProvider: Sendable {
         var forgery: DevFault.IDTokenForgery?
     }
 
-    private let state: Mutex<State>
+    private let state: LockedState<State>
     let signingKey: SigningKey
 
     init(configuration: IdentityProviderConfiguration) throws {
-        state = Mutex(State(configuration: configuration))
+        state = LockedState(State(configuration: configuration))
         signingKey = try SigningKey.generate(.rs256, keyID: "dev-" + Self.randomToken(bytes: 6))
     }
 

@@ -1,9 +1,9 @@
-import Synchronization
+import LoginKit
 
 /// A value delivered once, awaited by one task: the first `fulfil` or `fail` wins, later ones are
 /// ignored. The hand-off between a caller and the task that holds its database transaction.
 final class OneShot<Value: Sendable>: Sendable {
-    private let state = Mutex<State>(.pending(nil))
+    private let state = LockedState<State>(.pending(nil))
 
     private enum State {
         case pending(CheckedContinuation<Value, any Error>?)

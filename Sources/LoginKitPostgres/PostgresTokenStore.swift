@@ -8,7 +8,6 @@ public import LoginKit
 import LoginKitJOSE
 import NIOCore
 public import PostgresNIO
-import Synchronization
 
 /// A `TokenStore` in a PostgreSQL table, shared by every instance of a fleet: one refresh across
 /// machines, the way `IDTokenStore`'s file lock gives one refresh across processes.
@@ -58,7 +57,7 @@ public final class PostgresTokenStore: TokenStore {
     private let key: SymmetricKey?
     private let table: String
     /// Rows decoded before, by name: a read whose version did not change skips opening the payload.
-    private let decoded = Mutex<[String: (version: Int64, profile: StoredProfile)]>([:])
+    private let decoded = LockedState<[String: (version: Int64, profile: StoredProfile)]>([:])
 
     /// The row format this code writes; a row with a newer one is refused, never overwritten.
     public static let format: Int32 = 1

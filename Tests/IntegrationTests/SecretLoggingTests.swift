@@ -4,13 +4,12 @@ import LoginKitDevServer
 import LoginKitTestSupport
 import LoginKitViewModel
 import Logging
-import Synchronization
 import Testing
 
 /// A swift-log handler that keeps every message and its metadata, at `trace`.
 struct CapturingLogHandler: LogHandler {
     final class Lines: Sendable {
-        let lines = Mutex<[String]>([])
+        let lines = LockedState<[String]>([])
         var all: [String] { lines.withLock { $0 } }
     }
 

@@ -1,15 +1,15 @@
 import Foundation
+import LoginKitHTTP
 import LoginKitJOSE
 import LoginKitTestSupport
-import Synchronization
 import Testing
 
 /// A wall clock the test moves by hand.
 final class TestWallClock: Sendable {
-    private let current: Mutex<Date>
+    private let current: LockedState<Date>
 
     init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
-        current = Mutex(start)
+        current = LockedState(start)
     }
 
     var now: Date { current.withLock { $0 } }

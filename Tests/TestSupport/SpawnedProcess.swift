@@ -1,5 +1,5 @@
 public import Foundation
-import Synchronization
+import LoginKit
 
 /// A child process started with `posix_spawn`, for tests.
 ///
@@ -13,7 +13,7 @@ import Synchronization
 /// limit ends a hung child instead of hanging the run.
 public final class SpawnedProcess: Sendable {
     public let pid: pid_t
-    private let state = Mutex<State>(State())
+    private let state = LockedState<State>(State())
 
     private struct State {
         var status: Int32?

@@ -1,10 +1,17 @@
 // libFuzzer entry: what the CLI reads from its environment: store key, URLs, names.
 // A crash, or `abort()` on a broken invariant, is a finding: Fuzz/run.sh keeps the input.
+import FuzzDriver
 import Glibc
 import LoginKitFuzzing
 
 @_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     if !FuzzEntries.cliConfiguration(UnsafeRawBufferPointer(start: start, count: count)) { abort() }
     return 0
+}
+
+/// SwiftPM makes `fuzz_cli_config_main` the executable's `main`: hand over to libFuzzer's driver.
+@_cdecl("fuzz_cli_config_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    loginkit_fuzz_run(argc, argv, fuzz)
 }

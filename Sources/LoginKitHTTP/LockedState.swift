@@ -1,0 +1,43 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A value behind a `pthread_mutex_t`: what every LoginKit type uses for state shared between
+/// threads (the libcurl thread, the cooperative pool, test threads).
+///
+/// Why not `Synchronization.Mutex`: on Linux it locks with raw `futex` calls inside the prebuilt
+/// standard library, which ThreadSanitizer cannot see, so every access under it is reported as a
+/// race and real races drown in the noise. `pthread_mutex_lock` is intercepted by the sanitizer,
+/// so the suite runs TSan-clean with real races still reported. The API mirrors `Mutex.withLock`.
+public final class LockedState<Value>: @unchecked Sendable {
+    // Safety proof for @unchecked Sendable: `value` is private and only ever touched inside
+    // `withLock`, between `pthread_mutex_lock` and `pthread_mutex_unlock` of `mutex`, which this
+    // object owns for its whole life (allocated in init, destroyed in deinit, never shared). So no
+    // two threads access `value` at the same time, and each sees the last write (the mutex orders
+    // them). The closure cannot escape `value`'s storage: it gets it `inout` for its duration only.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var value: Value
+
+    /// Guards `value`.
+    public init(_ value: Value) {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        self.value = value
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with the value while holding the lock. Do not await or re-enter inside.
+    public func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+}
