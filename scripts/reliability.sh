@@ -83,7 +83,8 @@ for sanitizer in $sanitizers; do
     status=0
     swift build --build-tests --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" >"$log/$sanitizer-build.log" 2>&1 || status=$?
     if [ "$status" -eq 0 ]; then
-        LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 timeout 2400 scripts/with-postgres.sh scripts/with-moto.sh \
+        LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-suppressions.txt" \
+            LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 timeout 2400 scripts/with-postgres.sh scripts/with-moto.sh \
             swift test --skip-build --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" >"$log/$sanitizer.log" 2>&1 || status=$?
     else
         tail -n 20 "$log/$sanitizer-build.log"

@@ -20,7 +20,26 @@ struct Submission: Sendable {
     let url: String
     let request: HTTPRequest
     let body: Data?
-    let continuation: CheckedContinuation<(HTTPResponse, Data), any Error>
+    let continuation: Completion
+}
+
+/// Where a request's outcome goes: published in `slot` under its lock, then the caller's task is
+/// resumed and reads it from there. The lock is the happens-before edge ThreadSanitizer can see
+/// between the driver thread building the response and the caller reading it (the Swift runtime
+/// does not annotate a continuation resumed before its task has suspended, and TSan then reported
+/// the response's fields as a race).
+struct Completion: Sendable {
+    let slot: LockedState<Result<(HTTPResponse, Data), any Error>?>
+    let continuation: CheckedContinuation<Void, Never>
+
+    func resume(with result: Result<(HTTPResponse, Data), any Error>) {
+        slot.withLock { $0 = result }
+        continuation.resume()
+    }
+
+    func resume(throwing error: any Error) {
+        resume(with: .failure(error))
+    }
 }
 
 /// Work for the driver thread, applied in the order it was enqueued.

@@ -61,10 +61,12 @@ public final class CurlHTTPClient: HTTPTransport {
         }
         let token = RequestToken(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue)
         let driver = self.driver
+        let slot = LockedState<Result<(HTTPResponse, Data), any Error>?>(nil)
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let submission = Submission(
-                    id: token.id, url: url, request: request, body: body, continuation: continuation
+                    id: token.id, url: url, request: request, body: body,
+                    continuation: Completion(slot: slot, continuation: continuation)
                 )
                 let outcome = token.phase.withLock { phase -> SubmitOutcome in
                     guard phase == .new else { return .cancelled }
@@ -74,11 +76,15 @@ public final class CurlHTTPClient: HTTPTransport {
                 }
                 switch outcome {
                 case .submitted: break
-                case .cancelled: continuation.resume(throwing: CancellationError())
+                case .cancelled: submission.continuation.resume(throwing: CancellationError())
                 case .shutDown:
-                    continuation.resume(throwing: NetworkError(.shutdown, "the HTTP client was shut down"))
+                    submission.continuation.resume(throwing: NetworkError(.shutdown, "the HTTP client was shut down"))
                 }
             }
+            guard let result = slot.withLock({ $0 }) else {
+                throw NetworkError(.other, "the request ended without an outcome")  // every resume publishes one first
+            }
+            return try result.get()
         } onCancel: {
             token.phase.withLock { phase in
                 switch phase {

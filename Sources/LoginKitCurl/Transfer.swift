@@ -19,7 +19,7 @@ import Darwin
 /// `transfers` table keeps it alive until the transfer is removed from the multi handle.
 final class Transfer {
     let handle: EasyHandle
-    let continuation: CheckedContinuation<(HTTPResponse, Data), any Error>
+    let continuation: Completion
     private let submission: Submission
     private let configuration: CurlHTTPClient.Configuration
     private var headerList: UnsafeMutablePointer<curl_slist>?
