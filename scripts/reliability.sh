@@ -40,16 +40,16 @@ suite() {
     record "$name" "$setting" "${count:-0} tests, $((SECONDS - started)) s, exit $status" "$status"
 }
 
-echo "== view-model and mock tests, $runs runs in a row"
-vm_failed=0
+echo "== view-model and mock tests, $runs runs in a row (one process, Swift Testing's --repetitions)"
 started=$SECONDS
-for i in $(seq 1 "$runs"); do
-    if ! swift test --skip-build --filter 'LoginViewModelTests|MockMisuseTests' >"$log/vm.log" 2>&1; then
-        vm_failed=$((vm_failed + 1))
-        echo "run $i failed:"; grep -E '✘' "$log/vm.log" | head -n 5
-    fi
-done
-record "view-model and mocks, repeated" "$runs runs" "$((runs - vm_failed)) passed, $vm_failed failed, $((SECONDS - started)) s" "$vm_failed"
+bundle="$(swift build --show-bin-path)/LoginKitPackageTests.xctest"
+"$bundle" --testing-library swift-testing --filter 'LoginViewModelTests|MockMisuseTests' --repetitions "$runs" >"$log/vm.log" 2>&1
+vm_status=$?
+vm_failed=$(grep -cE '✘ Test .*(failed|recorded an issue)' "$log/vm.log")
+iterations=$(grep -cE 'Iteration [0-9]+ ended' "$log/vm.log")
+if [ "$vm_status" -ne 0 ] || [ "$iterations" -ne "$runs" ]; then grep -E '✘' "$log/vm.log" | head -n 5; fi
+record "view-model and mocks, repeated" "$runs runs" "$iterations runs, $vm_failed failures, $((SECONDS - started)) s, exit $vm_status" \
+    "$(( vm_status != 0 || iterations != runs ))"
 
 suite "crash safety: SIGKILL a process saving in a loop" "$kills kills" aSIGKILLedWriterNeverLeavesATornFile LOGINKIT_CRASH_KILLS="$kills"
 suite "multi-process: \`loginkit token\` rounds, token expiring between rounds" "$processes processes × $rounds rounds" \

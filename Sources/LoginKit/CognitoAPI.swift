@@ -139,7 +139,7 @@ public struct CognitoAPI: AuthAPI {
             guard let json else { throw ServerError(.malformedResponse, "\(host) sent a response that is not JSON") }
             return json
         }
-        let type = json?["__type"]?.stringValue.map { String($0.split(separator: "#").last ?? "") } ?? ""
+        let type = json?["__type"]?.stringValue.map { TokenEndpoint.printable(String($0.split(separator: "#").last ?? ""), limit: 64) } ?? ""
         switch type {
         case "NotAuthorizedException", "UserNotFoundException":
             throw refreshing

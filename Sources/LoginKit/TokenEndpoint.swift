@@ -105,9 +105,16 @@ struct TokenEndpoint: Sendable {
 
     static func oauthError(_ json: JSONValue?) -> OAuthErrorBody? {
         guard let error = json?["error"]?.stringValue else { return nil }
-        // error_description is shown to people: keep it printable and short.
-        let description = json?["error_description"]?.stringValue.map { String($0.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(200)) }
-        return OAuthErrorBody(error: error, description: description)
+        // Both end up in messages and logs: printable and short, so that a hostile server cannot
+        // forge log lines with newlines (found by fuzz-token-response). RFC 6749 §5.2 allows only
+        // printable ASCII in both anyway.
+        return OAuthErrorBody(error: printable(error, limit: 64), description: json?["error_description"]?.stringValue.map { printable($0, limit: 200) })
+    }
+
+    /// `text` with everything but printable ASCII dropped, at most `limit` characters: what a
+    /// provider-controlled string may bring into an error message or a log line.
+    static func printable(_ text: String, limit: Int) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(limit)))
     }
 
     /// `Retry-After` as seconds (an HTTP date is not honoured; it falls back to the default backoff).
