@@ -11,7 +11,7 @@ import Darwin
 /// standard library, which ThreadSanitizer cannot see, so every access under it is reported as a
 /// race and real races drown in the noise. `pthread_mutex_lock` is intercepted by the sanitizer,
 /// so the suite runs TSan-clean with real races still reported. The API mirrors `Mutex.withLock`.
-public final class LockedState<Value>: @unchecked Sendable {
+public final class LockedState<Value>: @unchecked Sendable {  // safe: the proof is just below
     // Safety proof for @unchecked Sendable: `value` is private and only ever touched inside
     // `withLock`, between `pthread_mutex_lock` and `pthread_mutex_unlock` of `mutex`, which this
     // object owns for its whole life (allocated in init, destroyed in deinit, never shared). So no
