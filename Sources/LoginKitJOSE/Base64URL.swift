@@ -31,29 +31,64 @@ public enum Base64URL {
 
     /// Decodes strict base64url; `nil` for anything else.
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        decode(utf8: Array(text.utf8))
+        var text = String(text)
+        return text.withUTF8 { decode(bytes: $0) }
     }
 
     /// Decodes strict base64url from UTF-8 bytes; `nil` for anything else.
     public static func decode(utf8 input: some Collection<UInt8>) -> [UInt8]? {
-        let remainder = input.count % 4
+        if let decoded = input.withContiguousStorageIfAvailable({ decode(bytes: $0) }) { return decoded }
+        return Array(input).withUnsafeBufferPointer { decode(bytes: $0) }
+    }
+
+    /// The decoder: four characters to three bytes at a time, into an output allocated once.
+    static func decode(bytes input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        let count = input.count
+        let remainder = count % 4
         guard remainder != 1 else { return nil }
-        var output = [UInt8]()
-        output.reserveCapacity(input.count * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for character in input {
-            let value = decodeTable[Int(character)]
-            guard value != 0xFF else { return nil }
-            accumulator = accumulator << 6 | UInt32(value)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
-                accumulator &= (1 << UInt32(bits)) - 1
+        let outputCount = count / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
+        return decodeTable.withUnsafeBufferPointer { table -> [UInt8]? in
+            var valid = true
+            let output = [UInt8](unsafeUninitializedCapacity: outputCount) { out, initialized in
+                initialized = 0
+                var inIndex = 0
+                var outIndex = 0
+                // Every valid value is below 64, the invalid marker 0xFF is not: one test per block.
+                while inIndex + 4 <= count {
+                    let a = table[Int(input[inIndex])], b = table[Int(input[inIndex + 1])]
+                    let c = table[Int(input[inIndex + 2])], d = table[Int(input[inIndex + 3])]
+                    guard (a | b | c | d) & 0xC0 == 0 else {
+                        valid = false
+                        return
+                    }
+                    out[outIndex] = a << 2 | b >> 4
+                    out[outIndex + 1] = (b & 0x0F) << 4 | c >> 2
+                    out[outIndex + 2] = (c & 0x03) << 6 | d
+                    inIndex += 4
+                    outIndex += 3
+                }
+                // The unused low bits of the last character must be zero (one canonical encoding).
+                if remainder == 2 {
+                    let a = table[Int(input[inIndex])], b = table[Int(input[inIndex + 1])]
+                    guard (a | b) & 0xC0 == 0, b & 0x0F == 0 else {
+                        valid = false
+                        return
+                    }
+                    out[outIndex] = a << 2 | b >> 4
+                    outIndex += 1
+                } else if remainder == 3 {
+                    let a = table[Int(input[inIndex])], b = table[Int(input[inIndex + 1])], c = table[Int(input[inIndex + 2])]
+                    guard (a | b | c) & 0xC0 == 0, c & 0x03 == 0 else {
+                        valid = false
+                        return
+                    }
+                    out[outIndex] = a << 2 | b >> 4
+                    out[outIndex + 1] = (b & 0x0F) << 4 | c >> 2
+                    outIndex += 2
+                }
+                initialized = outIndex
             }
+            return valid ? output : nil
         }
-        guard accumulator == 0 else { return nil }  // non-zero unused bits: not the canonical encoding
-        return output
     }
 }

@@ -24,23 +24,11 @@ public struct CompactJWS: Sendable {
     ///
     /// - Throws: `TokenVerificationError` `.malformed`.
     public init(parsing token: some StringProtocol, maximumLength: Int = defaultMaximumLength) throws(TokenVerificationError) {
-        let utf8 = token.utf8
-        guard utf8.count <= maximumLength else {
-            throw TokenVerificationError(.malformed, "the token is longer than \(maximumLength) bytes")
-        }
-        let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3 else {
-            throw TokenVerificationError(.malformed, "a compact JWS has exactly three dot-separated parts, this has \(parts.count)")
-        }
-        guard let headerBytes = Base64URL.decode(utf8: parts[0]), !headerBytes.isEmpty else {
-            throw TokenVerificationError(.malformed, "the header is not valid base64url")
-        }
-        guard let payload = Base64URL.decode(utf8: parts[1]) else {
-            throw TokenVerificationError(.malformed, "the payload is not valid base64url")
-        }
-        guard let signature = Base64URL.decode(utf8: parts[2]) else {
-            throw TokenVerificationError(.malformed, "the signature is not valid base64url")
-        }
+        var text = String(token)
+        // `withUTF8` rethrows untyped errors, so the parts travel out as a `Result`.
+        let (headerBytes, payload, signature, signingInput) = try text.withUTF8 { utf8 in
+            Result { () throws(TokenVerificationError) in try Self.split(utf8, maximumLength: maximumLength) }
+        }.get()
         let headerValue: JSONValue
         do {
             headerValue = try JSONValue.parse(headerBytes)
@@ -66,7 +54,36 @@ public struct CompactJWS: Sendable {
         self.keyID = keyID
         self.payload = payload
         self.signature = signature
-        self.signingInput = Array(parts[0]) + [UInt8(ascii: ".")] + Array(parts[1])
+        self.signingInput = signingInput
+    }
+
+    /// The three decoded parts and the signing input, from the token's UTF-8 bytes.
+    private static func split(
+        _ utf8: UnsafeBufferPointer<UInt8>, maximumLength: Int
+    ) throws(TokenVerificationError) -> (header: [UInt8], payload: [UInt8], signature: [UInt8], signingInput: [UInt8]) {
+        guard utf8.count <= maximumLength else {
+            throw TokenVerificationError(.malformed, "the token is longer than \(maximumLength) bytes")
+        }
+        var dots = (first: -1, second: -1)
+        var dotCount = 0
+        for index in utf8.indices where utf8[index] == UInt8(ascii: ".") {
+            dotCount += 1
+            if dotCount == 1 { dots.first = index } else if dotCount == 2 { dots.second = index } else { break }
+        }
+        guard dotCount == 2 else {
+            let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).count
+            throw TokenVerificationError(.malformed, "a compact JWS has exactly three dot-separated parts, this has \(parts)")
+        }
+        guard let headerBytes = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[..<dots.first])), !headerBytes.isEmpty else {
+            throw TokenVerificationError(.malformed, "the header is not valid base64url")
+        }
+        guard let payload = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[(dots.first + 1)..<dots.second])) else {
+            throw TokenVerificationError(.malformed, "the payload is not valid base64url")
+        }
+        guard let signature = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[(dots.second + 1)...])) else {
+            throw TokenVerificationError(.malformed, "the signature is not valid base64url")
+        }
+        return (headerBytes, payload, signature, Array(utf8[..<dots.second]))
     }
 
     /// Signs `payload` with `key` and returns the compact serialisation. The header gets `alg`,

@@ -14,9 +14,62 @@ extension JWSAlgorithm {
     var usesPSS: Bool { self == .ps256 || self == .ps384 }
 }
 
+/// A message digest fetched once per process from the default provider.
+///
+/// `EVP_sha256()` and friends are legacy objects: OpenSSL 3 fetches the real implementation again on
+/// every context initialised with them, which made per-verification set-up cost more than the RSA
+/// arithmetic. Fetching once removes that.
+///
+/// Why `@unchecked Sendable` is safe: a fetched `EVP_MD` is immutable and reference counted, and
+/// OpenSSL 3 documents fetched algorithm objects as shareable between threads (openssl-threads(7)).
+/// These three are fetched once, never changed and never freed (one each per process).
+struct FetchedDigest: @unchecked Sendable {  // safe: see the proof above
+    let raw: OpaquePointer?
+
+    static let sha256 = FetchedDigest(raw: EVP_MD_fetch(nil, "SHA2-256", nil))
+    static let sha384 = FetchedDigest(raw: EVP_MD_fetch(nil, "SHA2-384", nil))
+    static let sha512 = FetchedDigest(raw: EVP_MD_fetch(nil, "SHA2-512", nil))
+}
+
+extension JWSAlgorithm {
+    /// The fetched digest for the pre-hashed verification path (nil for EdDSA).
+    var fetchedDigest: OpaquePointer? {
+        switch self {
+        case .rs256, .ps256, .es256: FetchedDigest.sha256.raw
+        case .rs384, .ps384, .es384: FetchedDigest.sha384.raw
+        case .rs512: FetchedDigest.sha512.raw
+        case .edDSA: nil
+        }
+    }
+}
+
+/// An `EVP_PKEY_CTX` initialised for verification with one algorithm's padding and digest.
+///
+/// Why `@unchecked Sendable` is safe: a context is used by one thread at a time — it lives in its
+/// key's pool (`EVPKey.verifyContexts`, behind a lock) and is taken out of it for the duration of
+/// one `EVP_PKEY_verify`; nothing else holds it. It keeps its own reference to the key.
+final class VerifyContext: @unchecked Sendable {  // safe: see the proof above
+    let raw: OpaquePointer
+
+    init(taking raw: OpaquePointer) {
+        self.raw = raw
+    }
+
+    deinit {
+        EVP_PKEY_CTX_free(raw)
+    }
+}
+
 extension EVPKey {
+    /// How many idle verification contexts a key keeps per algorithm.
+    static let verifyContextPoolLimit = 8
+
     /// Verifies a JWS signature over `input` (the ASCII `header.payload`).
     /// ECDSA signatures arrive as JOSE's raw `r || s` and are converted to DER for OpenSSL.
+    ///
+    /// RSA and ECDSA hash `input` with a fetched digest and verify the hash with a pooled context
+    /// (`EVP_PKEY_verify`): no per-call method fetches and, once warm, no context set-up. EdDSA,
+    /// which hashes internally, takes the one-shot `EVP_DigestVerify` path.
     func verify(signature: [UInt8], over input: [UInt8], algorithm: JWSAlgorithm) -> Bool {
         var signatureForOpenSSL = signature
         if let curve = algorithm.ecCurve {
@@ -25,23 +78,67 @@ extension EVPKey {
             else { return false }
             signatureForOpenSSL = der
         }
-        guard let context = EVP_MD_CTX_new() else { return false }
-        defer { EVP_MD_CTX_free(context) }
-        var keyContext: OpaquePointer?
-        guard EVP_DigestVerifyInit(context, &keyContext, algorithm.digest, nil, raw) == 1 else {
-            ERR_clear_error()
-            return false
+        guard let digest = algorithm.fetchedDigest else {
+            return verifyOneShot(signature: signatureForOpenSSL, over: input, algorithm: algorithm)
         }
-        if algorithm.usesPSS {
-            guard let keyContext,
-                EVP_PKEY_CTX_set_rsa_padding(keyContext, RSA_PKCS1_PSS_PADDING) == 1,
-                EVP_PKEY_CTX_set_rsa_pss_saltlen(keyContext, RSA_PSS_SALTLEN_DIGEST) == 1
-            else {
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(EVP_MAX_MD_SIZE)) { hash -> Bool in
+            var hashLength: UInt32 = 0
+            guard EVP_Digest(input, input.count, hash.baseAddress, &hashLength, digest, nil) == 1 else {
                 ERR_clear_error()
                 return false
             }
+            guard let context = takeVerifyContext(algorithm: algorithm, digest: digest) else { return false }
+            let result = EVP_PKEY_verify(context.raw, signatureForOpenSSL, signatureForOpenSSL.count, hash.baseAddress, Int(hashLength))
+            if result != 1 { ERR_clear_error() }
+            returnVerifyContext(context, algorithm: algorithm)
+            return result == 1
         }
-        let result = EVP_DigestVerify(context, signatureForOpenSSL, signatureForOpenSSL.count, input, input.count)
+    }
+
+    private func takeVerifyContext(algorithm: JWSAlgorithm, digest: OpaquePointer) -> VerifyContext? {
+        if let pooled = verifyContexts.withLock({ $0[algorithm]?.popLast() }) { return pooled }
+        guard let raw = EVP_PKEY_CTX_new_from_pkey(nil, self.raw, nil) else {
+            ERR_clear_error()
+            return nil
+        }
+        let context = VerifyContext(taking: raw)
+        guard EVP_PKEY_verify_init(raw) == 1, EVP_PKEY_CTX_set_signature_md(raw, digest) == 1 else {
+            ERR_clear_error()
+            return nil
+        }
+        if algorithm.usesPSS {
+            guard EVP_PKEY_CTX_set_rsa_padding(raw, RSA_PKCS1_PSS_PADDING) == 1,
+                EVP_PKEY_CTX_set_rsa_pss_saltlen(raw, RSA_PSS_SALTLEN_DIGEST) == 1
+            else {
+                ERR_clear_error()
+                return nil
+            }
+        } else if algorithm.ecCurve == nil {
+            guard EVP_PKEY_CTX_set_rsa_padding(raw, RSA_PKCS1_PADDING) == 1 else {
+                ERR_clear_error()
+                return nil
+            }
+        }
+        return context
+    }
+
+    private func returnVerifyContext(_ context: VerifyContext, algorithm: JWSAlgorithm) {
+        verifyContexts.withLock { pool in
+            if pool[algorithm, default: []].count < Self.verifyContextPoolLimit {
+                pool[algorithm, default: []].append(context)
+            }
+        }
+    }
+
+    /// `EVP_DigestVerify` in one call (EdDSA: the message itself is signed, not a hash).
+    private func verifyOneShot(signature: [UInt8], over input: [UInt8], algorithm: JWSAlgorithm) -> Bool {
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestVerifyInit(context, nil, algorithm.digest, nil, raw) == 1 else {
+            ERR_clear_error()
+            return false
+        }
+        let result = EVP_DigestVerify(context, signature, signature.count, input, input.count)
         ERR_clear_error()
         return result == 1
     }
@@ -76,29 +173,24 @@ extension EVPKey {
         return signature
     }
 
+    /// JOSE's raw `r || s` as the DER `ECDSA-Sig-Value` OpenSSL verifies (two INTEGERs in a
+    /// SEQUENCE), built directly: minimal positive integers, long-form lengths when needed.
     static func derSignature(fromRaw raw: [UInt8], coordinateSize: Int) -> [UInt8]? {
-        guard let signature = ECDSA_SIG_new() else { return nil }
-        defer { ECDSA_SIG_free(signature) }
-        guard let r = BN_bin2bn(raw, Int32(coordinateSize), nil) else { return nil }
-        guard let s = raw.withUnsafeBufferPointer({ buffer in
-            BN_bin2bn(buffer.baseAddress.map { $0 + coordinateSize }, Int32(coordinateSize), nil)
-        }) else {
-            BN_free(r)
-            return nil
+        guard raw.count == 2 * coordinateSize, coordinateSize > 0 else { return nil }
+        func integer(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+            var value = bytes.drop { $0 == 0 }
+            if value.isEmpty { value = [0] }
+            let needsPad = (value.first ?? 0) & 0x80 != 0
+            return [0x02] + derLength(value.count + (needsPad ? 1 : 0)) + (needsPad ? [0] : []) + value
         }
-        guard ECDSA_SIG_set0(signature, r, s) == 1 else {
-            BN_free(r)
-            BN_free(s)
-            return nil
-        }
-        let length = i2d_ECDSA_SIG(signature, nil)
-        guard length > 0 else { return nil }
-        var der = [UInt8](repeating: 0, count: Int(length))
-        let written = der.withUnsafeMutableBufferPointer { buffer -> Int32 in
-            var cursor = buffer.baseAddress
-            return i2d_ECDSA_SIG(signature, &cursor)
-        }
-        return written == length ? der : nil
+        let body = integer(raw[0..<coordinateSize]) + integer(raw[coordinateSize...])
+        return [0x30] + derLength(body.count) + body
+    }
+
+    private static func derLength(_ length: Int) -> [UInt8] {
+        if length < 0x80 { return [UInt8(length)] }
+        if length < 0x100 { return [0x81, UInt8(length)] }
+        return [0x82, UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
     }
 
     static func rawSignature(fromDER der: [UInt8], coordinateSize: Int) -> [UInt8]? {

@@ -1,13 +1,16 @@
 internal import COpenSSL
+internal import LoginKitHTTP
 
 /// Owns an OpenSSL `EVP_PKEY` (public or private).
 ///
 /// Why `@unchecked Sendable` is safe here: the key is fully built before this object exists and never
 /// changed afterwards; OpenSSL 3 documents `EVP_PKEY` as safe to share between threads for
-/// read-only use, and every sign/verify here makes its own `EVP_MD_CTX`. The pointer never leaves
-/// this module.
+/// read-only use; every sign/verify either makes its own context or takes one out of
+/// `verifyContexts` (under its lock) for the length of one call. The pointer never leaves this module.
 final class EVPKey: @unchecked Sendable {  // safe: see the proof above
     let raw: OpaquePointer
+    /// Idle verification contexts, per algorithm (see `verify(signature:over:algorithm:)`).
+    let verifyContexts = LockedState<[JWSAlgorithm: [VerifyContext]]>([:])
 
     init(taking raw: OpaquePointer) {
         self.raw = raw

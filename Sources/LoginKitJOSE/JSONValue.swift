@@ -235,6 +235,20 @@ struct StrictJSONParser {
 
     private mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
+        // Most strings have no escapes: one validated String straight from the bytes.
+        var scan = index
+        while scan < bytes.count {
+            let byte = bytes[scan]
+            if byte == UInt8(ascii: "\"") {
+                let start = index
+                let text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<scan]), as: UTF8.self) }
+                guard let text else { throw JSONParseError(offset: start, reason: "invalid UTF-8") }
+                index = scan + 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            scan += 1
+        }
         var scalars = String.UnicodeScalarView()
         var runStart = index
         func flushRun(_ parser: StrictJSONParser, upTo end: Int) throws(JSONParseError) {

@@ -24,6 +24,32 @@ import Testing
         #expect(verified.jws.keyID == "k-\(algorithm)")
     }
 
+    /// ECDSA signatures travel as raw `r || s` and are re-encoded as DER for OpenSSL: an `r` or `s`
+    /// with leading zero bytes (minimal INTEGER) or a high bit set (sign byte) must survive that.
+    @Test(arguments: [JWSAlgorithm.es256, .es384])
+    func ecdsaSignaturesWithLeadingZerosOrHighBitsVerify(_ algorithm: JWSAlgorithm) async throws {
+        let key = try SigningKey.generate(algorithm, keyID: "k")
+        let verifier = try verifier(for: key)
+        let size = algorithm == .es256 ? 32 : 48
+        var leadingZero = 0
+        var highBit = 0
+        for index in 0..<1500 {
+            var claims = idTokenClaims(now: Self.clock.now)
+            claims["jti"] = .string("token-\(index)")
+            let token = try signedToken(claims, key: key)
+            let encodedSignature = try #require(token.split(separator: ".").last)
+            let signature = try #require(Base64URL.decode(encodedSignature))
+            #expect(signature.count == 2 * size)
+            let r = signature.prefix(size), s = signature.suffix(size)
+            if r.first == 0 || s.first == 0 { leadingZero += 1 }
+            if (r.first ?? 0) >= 0x80 || (s.first ?? 0) >= 0x80 { highBit += 1 }
+            _ = try await verifier.verify(token)
+        }
+        // Each case has probability 1/128 and about 3/4 per signature: both certainly occurred.
+        #expect(leadingZero > 0)
+        #expect(highBit > 0)
+    }
+
     @Test(arguments: [JWSAlgorithm.rs256, .es256, .edDSA])
     func oneFlippedBitAnywhereFails(_ algorithm: JWSAlgorithm) async throws {
         let key = try SigningKey.generate(algorithm, keyID: "k")
