@@ -139,7 +139,7 @@ def main():
         # times slower there, gets 10,000 so that the whole run stays within the time budget).
         seq_n, conc_n, urlsession_conc_n = scaled(10000), scaled(200000), scaled(10000)
         rows = {key: [] for key in [
-            "c_seq", "lk_seq", "ahc_seq", "us_seq", "c_conc", "lk_conc", "ahc_conc", "us_conc",
+            "c_seq", "lk_seq", "lkg_seq", "ahc_seq", "us_seq", "c_conc", "lk_conc", "ahc_conc", "us_conc",
             "save", "cached", "lk_rs", "jk_rs", "lk_es", "jk_es", "openssl", "storm", "cli", "curl_file"]}
         cli_store = os.path.join(work, "cli", "tokens.json")
         os.makedirs(os.path.dirname(cli_store), mode=0o700)
@@ -149,12 +149,15 @@ def main():
             c_out, _, c_rss = run([curl_bench, "easy", nginx.url, str(seq_n)])
             rows["c_seq"].append(dict(json.loads(c_out), rss_mb=c_rss))
             rows["lk_seq"].append(measure([bench, "http", "loginkit", "seq", nginx.url, str(seq_n)]))
+            rows["lkg_seq"].append(measure([bench, "http", "loginkit-global", "seq", nginx.url, str(seq_n)]))
             rows["ahc_seq"].append(measure([bench, "http", "ahc", "seq", nginx.url, str(seq_n)]))
             rows["us_seq"].append(measure([bench, "http", "urlsession", "seq", nginx.url, str(seq_n)]))
             log(f"bench: round {round_number}/{ROUNDS}: HTTP 64 in flight")
             c_out, _, c_rss = run([curl_bench, "multi", nginx.url, str(conc_n), "64"])
             rows["c_conc"].append(dict(json.loads(c_out), rss_mb=c_rss))
-            rows["lk_conc"].append(measure([bench, "http", "loginkit", "conc", nginx.url, str(conc_n), "64"]))
+            # 64 in flight: the tasks stay on the global executor (two threads); on the driver thread
+            # alone they were slower (docs/benchmarks.md).
+            rows["lk_conc"].append(measure([bench, "http", "loginkit-global", "conc", nginx.url, str(conc_n), "64"]))
             rows["ahc_conc"].append(measure([bench, "http", "ahc", "conc", nginx.url, str(conc_n), "64"]))
             rows["us_conc"].append(measure([bench, "http", "urlsession", "conc", nginx.url, str(urlsession_conc_n), "64"]))
             log(f"bench: round {round_number}/{ROUNDS}: store, cached token, verification")
@@ -238,12 +241,14 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append("| --- | ---: | ---: | ---: | ---: | ---: |")
     lines.append(f"| **sequential, one connection** ({seq_n:,} requests) | | | | | |")
     lines.append(http_row("C libcurl easy loop", "c_seq"))
-    lines.append(http_row("LoginKit CurlHTTPClient", "lk_seq"))
+    lines.append(http_row("LoginKit CurlHTTPClient (caller prefers its task executor)", "lk_seq"))
+    if rows.get("lkg_seq"):
+        lines.append(http_row("LoginKit CurlHTTPClient (caller on the global executor)", "lkg_seq"))
     lines.append(http_row("async-http-client", "ahc_seq"))
     lines.append(http_row("URLSession", "us_seq"))
     lines.append(f"| **64 in flight** ({conc_n:,} requests; URLSession {urlsession_conc_n:,}) | | | | | |")
     lines.append(http_row("C libcurl multi", "c_conc"))
-    lines.append(http_row("LoginKit CurlHTTPClient", "lk_conc"))
+    lines.append(http_row("LoginKit CurlHTTPClient (tasks on the global executor)", "lk_conc"))
     lines.append(http_row("async-http-client (pool raised to 64 per host)", "ahc_conc"))
     lines.append(http_row("URLSession (httpMaximumConnectionsPerHost 64)", "us_conc"))
     lines.append("")

@@ -73,9 +73,16 @@ final class MultiHandle: @unchecked Sendable {  // safe: see the proof above
 
 /// The state shared between callers and the driver thread: a command queue under a mutex, and
 /// the multi handle for wake-ups. The transfers themselves live in `CurlLoop`, on the thread.
-final class CurlDriver: Sendable {
+///
+/// The driver is also a `TaskExecutor` (SE-0417): jobs of tasks that prefer it run on the driver
+/// thread between two `curl_multi_poll`s. A request sent from such a task costs no thread hop at
+/// all — the submission is picked up and the completion resumes the task on the same thread. Jobs
+/// that arrive after the thread has stopped go to the global concurrent executor, so nothing that
+/// prefers a stopped client is ever stranded.
+final class CurlDriver: TaskExecutor {
     struct State {
         var commands: [DriverCommand] = []
+        var jobs: [UnownedJob] = []
         var shutdownRequested = false
         var stopped = false
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
@@ -84,6 +91,8 @@ final class CurlDriver: Sendable {
     let multi: MultiHandle
     let configuration: CurlHTTPClient.Configuration
     let state = LockedState(State())
+    /// The driver thread, once it runs (tests check that preferring tasks run there).
+    let thread = LockedState<pthread_t?>(nil)
 
     private init(multi: MultiHandle, configuration: CurlHTTPClient.Configuration) {
         self.multi = multi
@@ -126,6 +135,22 @@ final class CurlDriver: Sendable {
         }
         if accepted { multi.wakeUp() }
         return accepted
+    }
+
+    /// Runs `job` on the driver thread, or on the global concurrent executor once the thread has
+    /// stopped.
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let accepted = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.jobs.append(job)
+            return true
+        }
+        if accepted {
+            multi.wakeUp()
+        } else {
+            globalConcurrentExecutor.enqueue(ExecutorJob(job))
+        }
     }
 
     /// Asks the thread to fail everything in flight and end; does not wait.

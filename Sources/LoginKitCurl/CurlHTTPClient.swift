@@ -13,7 +13,10 @@ import Synchronization
 /// `curl_multi_poll`; new requests and cancellations wake it with `curl_multi_wakeup`. Connections
 /// are kept alive and reused (HTTP/2 when a TLS server offers it), easy handles are recycled.
 /// A request costs one thread hop each way: the caller's task hands it to the driver thread, and
-/// the transfer's completion resumes the caller's continuation.
+/// the transfer's completion resumes the caller's continuation. A task that runs with
+/// ``taskExecutor`` as its executor preference (`withTaskExecutorPreference(client.taskExecutor)`)
+/// runs on the driver thread itself and pays no hop at all — for short request-and-parse code;
+/// long computations there delay every other transfer of the client.
 ///
 /// Safety defaults: TLS peer and host verification always on, redirects never followed (a token
 /// request's credentials never travel to another URL), `http://` only to loopback unless
@@ -44,6 +47,10 @@ public final class CurlHTTPClient: HTTPTransport {
     deinit {
         driver.requestShutdown()
     }
+
+    /// The client's driver thread as a task executor (SE-0417). Tasks that prefer it send requests
+    /// without any thread hop. After ``shutdown()`` its jobs run on the global concurrent executor.
+    public var taskExecutor: any TaskExecutor { driver }
 
     /// Sends `request` and returns the response head and body. See ``HTTPTransport/send(_:body:)``.
     ///

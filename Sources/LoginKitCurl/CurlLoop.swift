@@ -31,11 +31,14 @@ final class CurlLoop {
 
     func run() {
         let multi = driver.multi.raw
+        let executor = driver.asUnownedTaskExecutor()
+        driver.thread.withLock { $0 = pthread_self() }
         while true {
-            let (commands, shutdownRequested) = driver.state.withLock { state in
-                let commands = state.commands
+            let (commands, jobs, shutdownRequested) = driver.state.withLock { state in
+                let taken = (state.commands, state.jobs)
                 state.commands.removeAll(keepingCapacity: true)
-                return (commands, state.shutdownRequested)
+                state.jobs.removeAll(keepingCapacity: true)
+                return (taken.0, taken.1, state.shutdownRequested)
             }
             for command in commands {
                 switch command {
@@ -49,15 +52,22 @@ final class CurlLoop {
                     cancel(id)
                 }
             }
+            // Tasks that prefer this thread as their executor (see `CurlDriver`); what they send is
+            // started on the next pass, without a wake-up from another thread.
+            for job in jobs { job.runSynchronously(on: executor) }
             if shutdownRequested { break }
 
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
             collectFinishedTransfers()
-            var ready: Int32 = 0
-            _ = curl_multi_poll(multi, nil, 0, idlePollMilliseconds, &ready)
+            // Completions may have resumed tasks onto this thread: run them before sleeping.
+            let pending = driver.state.withLock { !$0.jobs.isEmpty || !$0.commands.isEmpty || $0.shutdownRequested }
+            if !pending {
+                var ready: Int32 = 0
+                _ = curl_multi_poll(multi, nil, 0, idlePollMilliseconds, &ready)
+            }
         }
-        failAllAndStop()
+        failAllAndStop(executor: executor)
     }
 
     private static let shutdownError = NetworkError(.shutdown, "the HTTP client was shut down")
@@ -124,7 +134,7 @@ final class CurlLoop {
         }
     }
 
-    private func failAllAndStop() {
+    private func failAllAndStop(executor: UnownedTaskExecutor) {
         for (id, transfer) in transfers {
             detach(id: id, transfer: transfer)
             transfer.releaseResources()
@@ -132,16 +142,20 @@ final class CurlLoop {
         }
         spareHandles.removeAll()
         // Commands that raced the shutdown flag were refused by `enqueue`; any left are failed here.
-        let (leftovers, waiters) = driver.state.withLock { state in
+        let (leftovers, jobs, waiters) = driver.state.withLock { state in
             state.stopped = true
-            let result = (state.commands, state.stopWaiters)
+            let result = (state.commands, state.jobs, state.stopWaiters)
             state.commands.removeAll()
+            state.jobs.removeAll()
             state.stopWaiters.removeAll()
             return result
         }
         for case .add(let submission) in leftovers {
             submission.continuation.resume(throwing: Self.shutdownError)
         }
+        // Jobs accepted before `stopped` was set run here, once; later ones go to the global
+        // executor (`CurlDriver.enqueue`).
+        for job in jobs { job.runSynchronously(on: executor) }
         for waiter in waiters { waiter.resume() }
     }
 }

@@ -9,6 +9,11 @@ import LoginKitDevServer
 import LoginKitHTTP
 import LoginKitTestSupport
 import Testing
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 @Suite(.timeLimit(.minutes(2)))
 struct CurlHTTPClientTests {
@@ -207,6 +212,49 @@ struct CurlHTTPClientTests {
         let later = await thrown { try await client.send(.get, server.url("/test/status/200")) }
         #expect((later as? NetworkError)?.code == .shutdown)
         await client.shutdown()  // idempotent
+        await server.stop()
+    }
+
+    @Test func tasksPreferringTheClientsExecutorRunOnItsThreadAndOutliveIt() async throws {
+        let server = try await DevServer.start(configuration: .quiet)
+        let client = try CurlHTTPClient()
+        let driverThread = try await withTaskExecutorPreference(client.taskExecutor) {
+            // A warm-up request: the driver has recorded its thread once it has served one.
+            _ = try await client.send(.get, server.url("/test/status/200"))
+            return try #require(client.driver.thread.withLock { $0 })
+        }
+        try await withTaskExecutorPreference(client.taskExecutor) {
+            for index in 0..<50 {
+                let (_, data) = try await client.send(.post, server.url("/test/echo"), body: Data("seq-\(index)".utf8))
+                #expect(pthread_equal(pthread_self(), driverThread) != 0, "resumed off the driver thread")
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(Data(base64Encoded: echo.body) == Data("seq-\(index)".utf8))
+            }
+            // Concurrent child tasks inherit the preference; each gets its own body.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<64 {
+                    group.addTask {
+                        let (_, data) = try await client.send(.post, server.url("/test/echo"), body: Data("conc-\(index)".utf8))
+                        #expect(pthread_equal(pthread_self(), driverThread) != 0)
+                        let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                        #expect(Data(base64Encoded: echo.body) == Data("conc-\(index)".utf8))
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // Cancellation works from the driver thread too.
+            let arrivals = server.monitor.arrivals()
+            let slow = Task(executorPreference: client.taskExecutor) { try await client.send(.get, server.url("/test/delay/30000")) }
+            await awaitArrivals(of: "/test/delay/30000", count: 1, in: arrivals)
+            slow.cancel()
+            #expect(await thrown { try await slow.value } is CancellationError)
+            // Shutting the client down from a task that prefers it: the task goes on (on the
+            // global executor) and later requests fail cleanly instead of hanging.
+            await client.shutdown()
+            let later = await thrown { try await client.send(.get, server.url("/test/status/200")) }
+            #expect((later as? NetworkError)?.code == .shutdown)
+            #expect(pthread_equal(pthread_self(), driverThread) == 0)
+        }
         await server.stop()
     }
 

@@ -1,7 +1,7 @@
 // loginkit-bench: one measurement per run, printed as one JSON line. Benchmarks/run.py starts it
 // once per peer and round (interleaved), so each peer's process, CPU time and peak RSS are its own.
 //
-//   http <loginkit|ahc|urlsession> <seq|conc> <url> <requests> [in-flight]
+//   http <loginkit|loginkit-global|ahc|urlsession> <seq|conc> <url> <requests> [in-flight]
 //   save <directory> <operations>          IDTokenStore.save, the C floor, Data.write(.atomic), interleaved
 //   cached <directory> <calls>             cached validIDToken() (file store, memory store) vs a bare actor call
 //   verify <loginkit|jwtkit> <RS256|ES256> <count>
@@ -53,13 +53,25 @@ func cpuSeconds() -> Double {
 protocol Peer: Sendable {
     func post() async throws
     func shutdown() async throws
+    /// The task executor the measuring tasks prefer (nil: the global concurrent executor).
+    var preferredExecutor: (any TaskExecutor)? { get }
 }
 
+extension Peer {
+    var preferredExecutor: (any TaskExecutor)? { nil }
+}
+
+/// `CurlHTTPClient`; with `onDriverThread`, the measuring tasks prefer the client's driver thread as
+/// their executor (its documented zero-hop path), otherwise they run on the global executor.
 struct LoginKitPeer: Peer {
     let client: CurlHTTPClient
     let request: HTTPRequest
+    let onDriverThread: Bool
 
-    init(url: String) throws {
+    var preferredExecutor: (any TaskExecutor)? { onDriverThread ? client.taskExecutor : nil }
+
+    init(url: String, onDriverThread: Bool) throws {
+        self.onDriverThread = onDriverThread
         client = try CurlHTTPClient()
         guard let request = HTTPRequest(method: .post, url: url, headerFields: [.contentType: "application/json"]) else { throw BenchError("bad URL \(url)") }
         self.request = request
@@ -129,36 +141,41 @@ final class Counter: Sendable {
 func benchHTTP(peer name: String, mode: String, url: String, requests: Int, inFlight: Int) async throws {
     let peer: any Peer =
         switch name {
-        case "loginkit": try LoginKitPeer(url: url)
+        case "loginkit": try LoginKitPeer(url: url, onDriverThread: true)
+        case "loginkit-global": try LoginKitPeer(url: url, onDriverThread: false)
         case "ahc": AsyncHTTPClientPeer(url: url)
         case "urlsession": try URLSessionPeer(url: url)
         default: throw BenchError("unknown peer \(name)")
         }
     let workers = mode == "seq" ? 1 : inFlight
     // Warm up: open the connections.
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        for _ in 0..<workers { group.addTask { try await peer.post() } }
-        try await group.waitForAll()
+    try await withTaskExecutorPreference(peer.preferredExecutor) {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<workers { group.addTask { try await peer.post() } }
+            try await group.waitForAll()
+        }
     }
     let next = Counter()
     let clock = ContinuousClock()
     let cpuBefore = cpuSeconds()
     let started = clock.now
-    let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
-        for _ in 0..<workers {
-            group.addTask {
-                var mine: [Double] = []
-                while next.value.wrappingAdd(1, ordering: .relaxed).oldValue < requests {
-                    let begin = clock.now
-                    try await peer.post()
-                    mine.append(seconds(clock.now - begin))
+    let latencies = try await withTaskExecutorPreference(peer.preferredExecutor) {
+        try await withThrowingTaskGroup(of: [Double].self) { group in
+            for _ in 0..<workers {
+                group.addTask {
+                    var mine: [Double] = []
+                    while next.value.wrappingAdd(1, ordering: .relaxed).oldValue < requests {
+                        let begin = clock.now
+                        try await peer.post()
+                        mine.append(seconds(clock.now - begin))
+                    }
+                    return mine
                 }
-                return mine
             }
+            var all: [Double] = []
+            for try await part in group { all += part }
+            return all
         }
-        var all: [Double] = []
-        for try await part in group { all += part }
-        return all
     }
     let elapsed = seconds(clock.now - started)
     let cpu = cpuSeconds() - cpuBefore
