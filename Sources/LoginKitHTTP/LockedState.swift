@@ -17,11 +17,14 @@ public final class LockedState<Value>: @unchecked Sendable {  // safe: the proof
     // object owns for its whole life (allocated in init, destroyed in deinit, never shared). So no
     // two threads access `value` at the same time, and each sees the last write (the mutex orders
     // them). The closure cannot escape `value`'s storage: it gets it `inout` for its duration only.
+    // `Value` need not be Sendable, as with `Synchronization.Mutex`: the initial value is taken as
+    // `sending` and whatever `withLock` returns is `sending`, so the compiler's region checking
+    // refuses to hand a non-Sendable reference into or out of the lock while someone else keeps it.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
     /// Guards `value`.
-    public init(_ value: Value) {
+    public init(_ value: sending Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -35,7 +38,7 @@ public final class LockedState<Value>: @unchecked Sendable {  // safe: the proof
     }
 
     /// Runs `body` with the value while holding the lock. Do not await or re-enter inside.
-    public func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
+    public func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
