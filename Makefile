@@ -9,13 +9,16 @@ TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql
 
 SWIFT ?= swift
 
-.PHONY: help deps test-deps build demo test bench reliability format lint clean
+.PHONY: help deps test-deps build demo test bench reliability docs api check-api format lint clean
 
 help:
 	@echo "make demo         build and run the LoginKit demo against the embedded dev identity provider"
 	@echo "make test         run every test (installs what the tests need)"
 	@echo "make bench        benchmarks against the peers"
 	@echo "make reliability  long crash, fault and fuzz runs"
+	@echo "make docs         DocC reference of LoginKit, LoginKitViewModel, LoginKitMocks into .build/docs (warnings are errors)"
+	@echo "make api          regenerate docs/api.md, the public API of every library product"
+	@echo "make check-api    fail if the public API differs from docs/api.md (and, once tagged, from 0.2.0)"
 
 deps:
 	@scripts/install-deps.sh $(BUILD_PACKAGES)
@@ -36,12 +39,22 @@ test: test-deps
 	# A hang must fail the run, not eat CI's 90 minutes: the suite takes about a minute.
 	LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 timeout --kill-after=30 1200 \
 		scripts/with-postgres.sh scripts/with-moto.sh $(SWIFT) test --skip-build
+	SWIFT=$(SWIFT) scripts/docs.sh
 
 BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light openssl curl
 
 bench:
 	@scripts/install-deps.sh $(BENCH_PACKAGES)
 	python3 Benchmarks/run.py
+
+docs: deps
+	SWIFT=$(SWIFT) scripts/docs.sh
+
+api: deps
+	SWIFT=$(SWIFT) scripts/api-surface.sh
+
+check-api: deps
+	SWIFT=$(SWIFT) scripts/check-api.sh
 
 reliability: test-deps
 	$(SWIFT) build --build-tests

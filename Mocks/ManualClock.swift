@@ -4,6 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 public import LoginKit
+import LoginKitHTTP
 
 /// An `AuthClock` that moves only when the test says so.
 ///
@@ -11,15 +12,10 @@ public import LoginKit
 /// `await` ``waitForSleepers(_:)`` — the moment the code under test is asleep — instead of polling.
 /// Cancelling a sleeping task resumes it with `CancellationError`.
 public final class ManualClock: AuthClock {
-    private struct Sleeper {
-        let deadline: Date
-        let continuation: CheckedContinuation<Void, any Error>
-    }
-    private struct State {
+    private struct State: WaiterHolding, Sendable {
         var now: Date
-        var sleepers: [UInt64: Sleeper] = [:]
-        var nextID: UInt64 = 0
-        var cancelledEarly: Set<UInt64> = []
+        /// The sleepers, tagged with their deadlines.
+        var waiters = WaiterList<Void, Date>()
         var sleeperWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         /// Every duration ever slept, in order: lets tests check intervals.
         var sleptDurations: [Duration] = []
@@ -37,44 +33,27 @@ public final class ManualClock: AuthClock {
     public var sleptDurations: [Duration] { state.withLock { $0.sleptDurations } }
 
     /// How many tasks are asleep on this clock now.
-    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+    public var sleeperCount: Int { state.withLock { $0.waiters.count } }
 
     public func sleep(for duration: Duration) async throws {
-        let id = state.withLock { state in
-            defer { state.nextID += 1 }
+        try await state.suspend { state in
             state.sleptDurations.append(duration)
-            return state.nextID
-        }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let (immediate, waiters) = state.withLock { state -> (Result<Void, any Error>?, [CheckedContinuation<Void, Never>]) in
-                    if state.cancelledEarly.remove(id) != nil { return (.failure(CancellationError()), []) }
-                    let deadline = state.now.addingTimeInterval(Self.seconds(duration))
-                    if duration <= .zero { return (.success(()), []) }
-                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-                    return (nil, Self.readyWaiters(&state))
-                }
-                if let immediate { continuation.resume(with: immediate) }
-                for waiter in waiters { waiter.resume() }
-            }
-        } onCancel: {
-            let sleeper = state.withLock { state -> Sleeper? in
-                if let sleeper = state.sleepers.removeValue(forKey: id) { return sleeper }
-                state.cancelledEarly.insert(id)
-                return nil
-            }
-            sleeper?.continuation.resume(throwing: CancellationError())
+            guard duration > .zero else { return .resume(.success(())) }
+            // Resuming a continuation only schedules its task, so waking the sleeper-waiters here,
+            // under the lock, cannot deadlock.
+            let count = state.waiters.count + 1
+            for waiter in state.sleeperWaiters where waiter.count <= count { waiter.continuation.resume() }
+            state.sleeperWaiters.removeAll { $0.count <= count }
+            return .enqueue(state.now.addingTimeInterval(Self.seconds(duration)))
         }
     }
 
     /// Moves the clock forward and wakes every sleeper whose deadline has come, earliest first.
     public func advance(by duration: Duration) {
-        let due = state.withLock { state -> [Sleeper] in
+        let due = state.withLock { state in
             state.now = state.now.addingTimeInterval(Self.seconds(duration))
             let now = state.now
-            let due = state.sleepers.filter { $0.value.deadline <= now }
-            for id in due.keys { state.sleepers[id] = nil }
-            return due.values.sorted { $0.deadline < $1.deadline }
+            return state.waiters.removeAll { $0 <= now }.sorted { $0.tag < $1.tag }
         }
         for sleeper in due { sleeper.continuation.resume() }
     }
@@ -83,7 +62,7 @@ public final class ManualClock: AuthClock {
     public func waitForSleepers(_ count: Int = 1) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let ready = state.withLock { state -> Bool in
-                if state.sleepers.count >= count { return true }
+                if state.waiters.count >= count { return true }
                 state.sleeperWaiters.append((count, continuation))
                 return false
             }
@@ -93,12 +72,5 @@ public final class ManualClock: AuthClock {
 
     private static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-
-    private static func readyWaiters(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
-        let count = state.sleepers.count
-        let ready = state.sleeperWaiters.filter { $0.count <= count }.map(\.continuation)
-        state.sleeperWaiters.removeAll { $0.count <= count }
-        return ready
     }
 }

@@ -16,7 +16,7 @@ public final class MockAuthAPI: AuthAPI {
     /// What profiles logged in through this mock remember.
     public let source: CredentialSource
 
-    /// A `MockAuthAPI` from its parts; see each property for what it means.
+    /// A mock whose profiles remember `source`.
     public init(source: CredentialSource = CredentialSource(kind: .oauth2, endpoint: "https://issuer.test", clientID: "mock")) {
         self.source = source
     }
@@ -33,15 +33,26 @@ public final class MockAuthAPI: AuthAPI {
         return try await call.value()
     }
 
-    public func revoke(_ credentials: Credentials) async throws {
+    /// Suspends until the test resumes the call; `true` (revoked) unless it throws.
+    public func revoke(_ credentials: Credentials) async throws -> Bool {
         let call = RevokeCall(name: "revoke(_:)", arguments: credentials)
         revocations.arrive(call)
         try await call.value()
+        return true
     }
 
+    /// Waits for the next `logIn(for:with:)` to arrive and returns it, suspended.
     public func nextLogIn() async -> LogInCall { await logIns.next() }
+    /// Waits for the next `refresh(_:)` to arrive and returns it, suspended.
     public func nextRefresh() async -> RefreshCall { await refreshes.next() }
+    /// Waits for the next `revoke(_:)` to arrive and returns it, suspended.
     public func nextRevoke() async -> RevokeCall { await revocations.next() }
+
+    /// How many logins arrived.
+    public var logInCallCount: Int { logIns.all.count }
+
+    /// How many revocations arrived.
+    public var revokeCallCount: Int { revocations.all.count }
 
     /// How many refreshes arrived.
     public var refreshCallCount: Int { refreshes.all.count }

@@ -1,7 +1,8 @@
 public import LoginKit
 
 /// An `AuthServiceProtocol` whose every call suspends until the test resumes it, so that a test can
-/// observe the state in between (a button disabled while a login is in flight).
+/// observe the state in between (a button disabled while a login is in flight, a feature waiting
+/// for its token).
 ///
 /// ```swift
 /// let service = MockAuthService()
@@ -13,20 +14,27 @@ public import LoginKit
 /// await pressed
 /// ```
 ///
+/// Calls honour cancellation as the real service does: a cancelled caller throws
+/// `CancellationError`, and the call no longer needs resuming.
+///
 /// Call ``verify()`` at the end of a test (or use ``withMock(_:)``): a call still suspended is
 /// reported as a test failure naming it, and thrown `MockCallNeverResumed` so nothing hangs.
 public final class MockAuthService: AuthServiceProtocol {
     /// A suspended `logIn(for:with:)`.
     public typealias LogInCall = SuspendedCall<(id: User.ID, password: String), User>
     /// A suspended `logOut()`.
-    public typealias LogOutCall = SuspendedCall<Void, Void>
+    public typealias LogOutCall = SuspendedCall<Void, LogoutResult>
+    /// A suspended token request (`validCredentials`, `validAccessToken`, `validIDToken`), with the
+    /// minimum validity asked; resume it with the credentials to hand out.
+    public typealias CredentialsCall = SuspendedCall<Duration, Credentials>
 
     private let logIns = CallQueue<LogInCall>()
     private let logOuts = CallQueue<LogOutCall>()
+    private let credentialRequests = CallQueue<CredentialsCall>()
     /// What `currentUser()` returns (not suspended).
     public let user: User?
 
-    /// A `MockAuthService` from its parts; see each property for what it means.
+    /// A mock whose `currentUser()` is `currentUser`.
     public init(currentUser: User? = nil) {
         self.user = currentUser
     }
@@ -45,19 +53,53 @@ public final class MockAuthService: AuthServiceProtocol {
         return try await call.value()
     }
 
-    public func logOut() async {
+    @discardableResult
+    public func logOut() async -> LogoutResult {
         let call = LogOutCall(name: "logOut()", arguments: ())
         logOuts.arrive(call)
-        _ = try? await call.value()
+        do {
+            return try await call.value()
+        } catch {
+            return LogoutResult(revocation: .failed(reason: "\(error)"), profileRemoved: false, storeError: nil)
+        }
     }
 
-    public func currentUser() async -> User? { user }
+    public func currentUser() async throws -> User? { user }
+
+    public func validCredentials(minimumValidity: Duration) async throws -> Credentials {
+        try await requestCredentials("validCredentials(minimumValidity: \(minimumValidity))", minimumValidity)
+    }
+
+    public func validAccessToken(minimumValidity: Duration) async throws -> String {
+        let credentials = try await requestCredentials("validAccessToken(minimumValidity: \(minimumValidity))", minimumValidity)
+        guard let accessToken = credentials.accessToken else {
+            throw LoginRequiredError(.noAccessToken, profile: nil, "the mock was resumed with credentials that hold no access token")
+        }
+        return accessToken
+    }
+
+    public func validIDToken(minimumValidity: Duration) async throws -> IDToken {
+        let credentials = try await requestCredentials("validIDToken(minimumValidity: \(minimumValidity))", minimumValidity)
+        guard let idToken = credentials.idToken else {
+            throw LoginRequiredError(.noIDToken, profile: nil, "the mock was resumed with credentials that hold no ID token")
+        }
+        return idToken
+    }
+
+    private func requestCredentials(_ name: String, _ minimumValidity: Duration) async throws -> Credentials {
+        let call = CredentialsCall(name: name, arguments: minimumValidity)
+        credentialRequests.arrive(call)
+        return try await call.value()
+    }
 
     /// Waits for the next `logIn` call to arrive and returns it, suspended.
     public func nextLogIn() async -> LogInCall { await logIns.next() }
 
     /// Waits for the next `logOut` call.
     public func nextLogOut() async -> LogOutCall { await logOuts.next() }
+
+    /// Waits for the next token request (any of the three `valid…` calls).
+    public func nextCredentialsRequest() async -> CredentialsCall { await credentialRequests.next() }
 
     /// How many `logIn` calls arrived.
     public var logInCallCount: Int { logIns.all.count }
@@ -66,5 +108,6 @@ public final class MockAuthService: AuthServiceProtocol {
     public func verify() {
         logIns.verify()
         logOuts.verify()
+        credentialRequests.verify()
     }
 }

@@ -1,4 +1,5 @@
 import LoginKit
+import LoginKitHTTP
 #if canImport(Testing)
 import Testing
 #endif
@@ -11,9 +12,10 @@ public final class SuspendedCall<Arguments: Sendable, Value: Sendable>: Sendable
     public let name: String
     /// What the call was made with.
     public let arguments: Arguments
-    private struct State {
-        var continuation: CheckedContinuation<Value, any Error>?
+    private struct State: WaiterHolding, Sendable {
+        var waiters = WaiterList<Value, Void>()
         var resumed = false
+        var cancelled = false
         var early: Result<Value, any Error>?
     }
     private let state = LockedState(State())
@@ -36,15 +38,18 @@ public final class SuspendedCall<Arguments: Sendable, Value: Sendable>: Sendable
     /// Whether the test has resumed this call.
     public var isResumed: Bool { state.withLock { $0.resumed } }
 
+    /// Whether the caller's task was cancelled while the call was suspended (it then threw
+    /// `CancellationError`, as a real call does; resuming it afterwards does nothing).
+    public var isCancelled: Bool { state.withLock { $0.cancelled } }
+
     func resume(with result: Result<Value, any Error>) {
         let (accepted, waiting) = state.withLock { state -> (Bool, CheckedContinuation<Value, any Error>?) in
             guard !state.resumed else { return (false, nil) }
             state.resumed = true
-            guard let continuation = state.continuation else {
-                state.early = result  // the caller has not suspended yet: it gets this on arrival
+            guard let continuation = state.waiters.removeFirst() else {
+                if !state.cancelled { state.early = result }  // the caller has not suspended yet: it gets this on arrival
                 return (true, nil)
             }
-            state.continuation = nil
             return (true, continuation)
         }
         guard accepted else {
@@ -54,15 +59,16 @@ public final class SuspendedCall<Arguments: Sendable, Value: Sendable>: Sendable
         waiting?.resume(with: result)
     }
 
-    /// Suspends the caller until the test resumes the call.
+    /// Suspends the caller until the test resumes the call, or the caller's task is cancelled.
     func value() async throws -> Value {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready = state.withLock { state -> Result<Value, any Error>? in
-                if let early = state.early { return early }
-                state.continuation = continuation
-                return nil
+        do {
+            return try await state.suspend { state in
+                if let early = state.early { return .resume(early) }
+                return .enqueue(())
             }
-            if let ready { continuation.resume(with: ready) }
+        } catch is CancellationError {
+            state.withLock { $0.cancelled = true }
+            throw CancellationError()
         }
     }
 }
@@ -71,6 +77,7 @@ public final class SuspendedCall<Arguments: Sendable, Value: Sendable>: Sendable
 protocol VerifiableCall: Sendable {
     var name: String { get }
     var isResumed: Bool { get }
+    var isCancelled: Bool { get }
     func releaseNeverResumed()
 }
 
@@ -83,7 +90,7 @@ extension SuspendedCall: VerifiableCall {
 extension CallQueue where Call: VerifiableCall {
     /// Reports every call never resumed, and releases it with `MockCallNeverResumed`.
     func verify() {
-        for call in all where !call.isResumed {
+        for call in all where !call.isResumed && !call.isCancelled {
             reportMisuse("\(call.name) was still suspended when the mock was verified; resume it in the test")
             call.releaseNeverResumed()
         }

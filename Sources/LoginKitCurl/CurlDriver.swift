@@ -18,6 +18,8 @@ import Darwin
 struct Submission: Sendable {
     let id: UInt64
     let url: String
+    /// The destination is loopback (`127.0.0.0/8`, `::1`, `localhost`): never through a proxy.
+    let bypassesProxy: Bool
     let request: HTTPRequest
     let body: Data?
     let continuation: Completion

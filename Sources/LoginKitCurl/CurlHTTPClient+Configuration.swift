@@ -18,6 +18,13 @@ extension CurlHTTPClient {
         public var tls: TLS = TLS()
         /// Sent as `User-Agent` unless the request sets its own.
         public var userAgent: String = "LoginKit/0.1"
+        /// The proxy for destinations that are not loopback, a URL as libcurl takes it
+        /// (`http://proxy.example:3128`), without user info. `nil` (the default) leaves the choice to
+        /// libcurl, which reads `https_proxy`, `http_proxy` and `all_proxy` from the environment;
+        /// `""` uses no proxy at all. Either way `NO_PROXY`/`no_proxy` is honoured, and loopback
+        /// destinations (`127.0.0.0/8`, `::1`, `localhost`) never go through a proxy, whatever this
+        /// or the environment says: a plain-`http://` request to them would cross the network in clear.
+        public var proxy: String?
 
         /// The default configuration.
         public init() {}

@@ -20,7 +20,8 @@ import Synchronization
 ///
 /// Safety defaults: TLS peer and host verification always on, redirects never followed (a token
 /// request's credentials never travel to another URL), `http://` only to loopback unless
-/// ``Configuration/allowsInsecureHTTP``, bodies capped at ``Configuration/maximumResponseSize``.
+/// ``Configuration/allowsInsecureHTTP``, loopback never through a proxy, bodies capped at
+/// ``Configuration/maximumResponseSize``.
 ///
 /// Concurrency contract: `send` may be called from any number of tasks. Cancelling a task removes
 /// its transfer promptly and makes `send` throw `CancellationError`. ``shutdown()`` fails requests
@@ -35,10 +36,14 @@ public final class CurlHTTPClient: HTTPTransport {
     /// Starts a client and its driver thread.
     ///
     /// - Throws: `NetworkError` with code `.other` when libcurl cannot be initialised or the
-    ///   thread cannot be started.
+    ///   thread cannot be started, `.invalidRequest` when ``Configuration/proxy`` holds user info.
     public init(configuration: Configuration = Configuration()) throws {
         guard ensureCurlGlobalInit() else {
             throw NetworkError(.other, "libcurl failed to initialise (curl_global_init); check the libcurl installation")
+        }
+        if let proxy = configuration.proxy, proxy.contains("@") {
+            // Never repeat the URL: it may hold a password.
+            throw NetworkError(.invalidRequest, "the configured proxy URL holds user info; LoginKit takes no proxy credentials in its configuration")
         }
         self.configuration = configuration
         self.driver = try CurlDriver.start(configuration: configuration)
@@ -72,7 +77,7 @@ public final class CurlHTTPClient: HTTPTransport {
         return try await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let submission = Submission(
-                    id: token.id, url: url, request: request, body: body,
+                    id: token.id, url: url, bypassesProxy: parts.isLoopback, request: request, body: body,
                     continuation: Completion(slot: slot, continuation: continuation)
                 )
                 let outcome = token.phase.withLock { phase -> SubmitOutcome in

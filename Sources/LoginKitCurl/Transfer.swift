@@ -54,7 +54,7 @@ final class Transfer {
         setLong(CURLOPT_SSL_VERIFYPEER, 1)
         setLong(CURLOPT_SSL_VERIFYHOST, 2)
         setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        setString(CURLOPT_NOPROXY, Self.noProxy)
+        configureProxy(setString: setString, check: check)
         if let caFile = configuration.tls.caFile { setString(CURLOPT_CAINFO, caFile) }
         if let caDirectory = configuration.tls.caDirectory { setString(CURLOPT_CAPATH, caDirectory) }
         if let pin = configuration.tls.pinnedPublicKey { setString(CURLOPT_PINNEDPUBLICKEY, pin) }
@@ -78,6 +78,24 @@ final class Transfer {
             )
         }
         return nil
+    }
+
+    /// Both proxy options are set on every transfer, so a recycled handle never keeps the previous
+    /// request's choice. A loopback destination gets `CURLOPT_PROXY ""` (no proxy, the environment's
+    /// included) and `CURLOPT_NOPROXY "*"`; any other the configured proxy (or `NULL`: libcurl's
+    /// environment lookup) and the `no_proxy` list.
+    private func configureProxy(setString: (CURLoption, String) -> Void, check: (CURLcode) -> Void) {
+        if submission.bypassesProxy {
+            setString(CURLOPT_PROXY, "")
+            setString(CURLOPT_NOPROXY, "*")
+        } else {
+            if let proxy = configuration.proxy {
+                setString(CURLOPT_PROXY, proxy)
+            } else {
+                check(loginkit_curl_easy_setopt_string(handle.raw, CURLOPT_PROXY, nil))
+            }
+            setString(CURLOPT_NOPROXY, Self.noProxy)
+        }
     }
 
     private func configureMethodAndBody(
@@ -218,8 +236,8 @@ final class Transfer {
         }
     }
 
-    /// Loopback never goes through a proxy, whatever the environment says; other hosts follow the
-    /// usual `no_proxy` variable.
+    /// For destinations that are not loopback: the usual `no_proxy` variable, plus the loopback
+    /// names (loopback itself never reaches this list: see `configureProxy`).
     private static let noProxy: String = {
         let fromEnvironment = getenvString("NO_PROXY") ?? getenvString("no_proxy") ?? ""
         let loopback = "localhost,127.0.0.1,::1"

@@ -15,8 +15,13 @@ import NIOCore
 public final class DevServer: Sendable {
     /// Where and how the server listens.
     public struct Configuration: Sendable {
-        /// The loopback address to bind. Default `127.0.0.1`.
+        /// The loopback address to bind: `127.0.0.0/8`, `::1` or `localhost`. Default `127.0.0.1`.
+        /// Any other address is refused unless ``allowsNonLoopbackBind`` is set.
         public var host: String = "127.0.0.1"
+        /// Whether ``host`` may be an address other hosts can reach. Default `false`: the dev
+        /// server has well-known users, passwords and client secrets, and serves test endpoints; it
+        /// is for this machine only.
+        public var allowsNonLoopbackBind = false
         /// The port; 0 picks a free one. Default 0.
         public var port: Int = 0
         /// Log level for the server's own logger. Default `.warning`.
@@ -77,8 +82,16 @@ public final class DevServer: Sendable {
 
     /// Starts a server and returns once it accepts connections.
     ///
-    /// - Throws: the bind error when the address or port cannot be used.
+    /// - Throws: `DevServerError` when ``Configuration/host`` is not a loopback address and
+    ///   ``Configuration/allowsNonLoopbackBind`` is not set (nothing is bound); the bind error when the
+    ///   address or port cannot be used.
     public static func start(configuration: Configuration = Configuration()) async throws -> DevServer {
+        guard configuration.allowsNonLoopbackBind || isLoopback(configuration.host) else {
+            throw DevServerError(
+                "the dev server binds only loopback addresses (127.0.0.0/8, ::1, localhost), not \"\(printableExcerpt(configuration.host))\"; "
+                    + "set allowsNonLoopbackBind to expose it to other hosts"
+            )
+        }
         let monitor = DevServerMonitor()
         let provider = try IdentityProvider(configuration: configuration.identityProvider)
         let router = Router(context: DevRequestContext.self)
@@ -147,6 +160,12 @@ public final class DevServer: Sendable {
         }
         task.cancel()
         await task.value
+    }
+
+    /// Whether `host` (an address or a name, IPv6 with or without brackets) is loopback.
+    package static func isLoopback(_ host: String) -> Bool {
+        let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return URLParts("http://\(bracketed)/")?.isLoopback ?? false
     }
 
     /// The URL of `path` on this server, e.g. `url("/test/echo")`.

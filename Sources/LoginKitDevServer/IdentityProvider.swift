@@ -50,6 +50,8 @@ final class IdentityProvider: Sendable {
 
     private let state: LockedState<State>
     let signingKey: SigningKey
+    /// Pending sign-in forms and issued authorization codes (`IdentityProvider+AuthorizationCode`).
+    let authorizationCodes = AuthorizationCodes()
 
     init(configuration: IdentityProviderConfiguration) throws {
         state = LockedState(State(configuration: configuration))
@@ -160,8 +162,8 @@ final class IdentityProvider: Sendable {
         }
         return [
             "device_code": .string(deviceCode), "user_code": .string(userCode),
-            "verification_uri": .string(issuer + "/device"),
-            "verification_uri_complete": .string(issuer + "/device?user_code=" + userCode),
+            "verification_uri": .string(configuration.deviceVerificationURI ?? issuer + "/device"),
+            "verification_uri_complete": .string((configuration.deviceVerificationURI ?? issuer + "/device") + "?user_code=" + userCode),
             "expires_in": .number("\(configuration.deviceCodeLifetime.wholeSeconds)"),
             "interval": .number("\(record.interval)"),
         ]
@@ -235,7 +237,7 @@ final class IdentityProvider: Sendable {
 
     // MARK: Issuing
 
-    private func issue(user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true) -> [String: JSONValue] {
+    func issue(user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true, nonce: String? = nil) -> [String: JSONValue] {
         let configuration = self.configuration
         let now = configuration.now()
         let accessToken = "at." + Self.randomToken()
@@ -272,6 +274,7 @@ final class IdentityProvider: Sendable {
             ]
             if let nickname = user.nickname { claims["nickname"] = .string(nickname) }
             if let birthdate = user.birthdate { claims["birthdate"] = .string(birthdate) }
+            if let nonce { claims["nonce"] = .string(nonce) }
             let forgery = state.withLock { state in
                 defer { state.forgery = nil }
                 return state.forgery
@@ -321,11 +324,13 @@ final class IdentityProvider: Sendable {
             "device_authorization_endpoint": .string(issuer + "/oauth/device_authorization"),
             "revocation_endpoint": .string(issuer + "/oauth/revoke"),
             "authorization_endpoint": .string(issuer + "/oauth/authorize"),
+            "code_challenge_methods_supported": .array([.string("S256")]),
+            "authorization_response_iss_parameter_supported": .bool(true),
             "response_types_supported": .array([.string("code")]),
             "subject_types_supported": .array([.string("public")]),
             "id_token_signing_alg_values_supported": .array([.string("RS256")]),
             "grant_types_supported": .array([
-                "password", "refresh_token", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code",
+                "authorization_code", "password", "refresh_token", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code",
             ].map { .string($0) }),
             "token_endpoint_auth_methods_supported": .array([.string("client_secret_basic"), .string("client_secret_post"), .string("none")]),
             "scopes_supported": .array([.string("openid"), .string("profile"), .string("offline_access")]),

@@ -33,20 +33,31 @@ public struct DevClient: Sendable, Hashable {
     public var id: String
     /// The secret, for confidential clients (`client_secret_basic` or `client_secret_post`).
     public var secret: String?
+    /// The redirect URIs the authorization endpoint accepts; a loopback one (`http://127.0.0.1/…`,
+    /// `http://[::1]/…`, `http://localhost/…`) matches any port (RFC 8252 §7.3).
+    public var redirectURIs: [String]
 
     /// A `DevClient` from its parts; see each property for what it means.
-    public init(id: String, secret: String? = nil) {
+    public init(id: String, secret: String? = nil, redirectURIs: [String] = []) {
         self.id = id
         self.secret = secret
+        self.redirectURIs = redirectURIs
     }
+
+    /// The loopback redirect URIs a native app registers: `/callback` on `127.0.0.1`, `::1`, `localhost`.
+    public static let loopbackRedirectURIs = ["http://127.0.0.1/callback", "http://[::1]/callback", "http://localhost/callback"]
 }
 
 /// How the dev identity provider behaves.
 public struct IdentityProviderConfiguration: Sendable {
     /// Users; `demo`/`demo` by default.
     public var users: [DevUser] = [DevUser(username: "demo", password: "demo", subject: "248289761001", nickname: "Demo", birthdate: "1990-04-01")]
-    /// Clients: the public `loginkit-cli` and the confidential `loginkit-service` (secret `dev-secret`).
-    public var clients: [DevClient] = [DevClient(id: "loginkit-cli"), DevClient(id: "loginkit-service", secret: "dev-secret")]
+    /// Clients: the public `loginkit-cli` and the confidential `loginkit-service` (secret `dev-secret`),
+    /// both with ``DevClient/loopbackRedirectURIs``.
+    public var clients: [DevClient] = [
+        DevClient(id: "loginkit-cli", redirectURIs: DevClient.loopbackRedirectURIs),
+        DevClient(id: "loginkit-service", secret: "dev-secret", redirectURIs: DevClient.loopbackRedirectURIs),
+    ]
     /// Access-token lifetime. Default 3600 s.
     public var accessTokenLifetime: Duration = .seconds(3600)
     /// ID-token lifetime. Default 3600 s.
@@ -62,6 +73,9 @@ public struct IdentityProviderConfiguration: Sendable {
     public var deviceCodeLifetime: Duration = .seconds(600)
     /// The minimum polling interval for device codes. Default 5 s.
     public var deviceInterval: Duration = .seconds(5)
+    /// The `verification_uri` device authorizations name (`verification_uri_complete` adds
+    /// `?user_code=…`); `nil` for `<issuer>/device`. Tests put hostile text here.
+    public var deviceVerificationURI: String?
     /// The time the provider issues and checks tokens by; inject a test clock's.
     public var now: @Sendable () -> Date = { Date() }
 

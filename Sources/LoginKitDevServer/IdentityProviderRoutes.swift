@@ -18,6 +18,7 @@ struct IdentityProviderRoutes {
     static let maximumBody = 64 * 1024
 
     func register(on router: Router<DevRequestContext>) {
+        AuthorizationEndpoint(provider: provider).register(on: router)
         router.get(".well-known/openid-configuration") { _, _ in
             Self.json(.ok, provider.discoveryDocument)
         }
@@ -76,6 +77,8 @@ struct IdentityProviderRoutes {
     private func handleToken(_ request: Request) async throws -> Response {
         try await withClient(request) { client, fields in
             switch fields["grant_type"] {
+            case "authorization_code":
+                return Self.json(.ok, try provider.authorizationCodeGrant(client: client, fields: fields))
             case "password":
                 return Self.json(.ok, try provider.passwordGrant(client: client, username: fields["username"], password: fields["password"], scope: fields["scope"]))
             case "refresh_token":

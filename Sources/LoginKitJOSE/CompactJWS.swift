@@ -101,8 +101,15 @@ public struct CompactJWS: Sendable {
 
     /// Checks the signature with `key` for `algorithm`; `false` when it does not verify or the key
     /// does not fit the algorithm.
+    ///
+    /// A key without `alg` that verifies is bound to `algorithm` from then on (``JWK/boundAlgorithm``):
+    /// a later check with another algorithm under the same key is `false`.
     public func hasValidSignature(key: JWK, algorithm: JWSAlgorithm) -> Bool {
         guard key.canVerify(algorithm) else { return false }
-        return key.key.verify(signature: signature, over: signingInput, algorithm: algorithm)
+        guard key.key.verify(signature: signature, over: signingInput, algorithm: algorithm) else { return false }
+        return key.bind(to: algorithm)
     }
+
+    /// The header's `typ`, when it is a string.
+    public var tokenType: String? { header["typ"]?.stringValue }
 }

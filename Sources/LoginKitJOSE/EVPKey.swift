@@ -6,11 +6,15 @@ internal import LoginKitHTTP
 /// Why `@unchecked Sendable` is safe here: the key is fully built before this object exists and never
 /// changed afterwards; OpenSSL 3 documents `EVP_PKEY` as safe to share between threads for
 /// read-only use; every sign/verify either makes its own context or takes one out of
-/// `verifyContexts` (under its lock) for the length of one call. The pointer never leaves this module.
+/// `verifyContexts` (under its lock) for the length of one call; the only mutable state,
+/// `verifyContexts` and `boundAlgorithm`, lives behind locks. The pointer never leaves this module.
 final class EVPKey: @unchecked Sendable {  // safe: see the proof above
     let raw: OpaquePointer
     /// Idle verification contexts, per algorithm (see `verify(signature:over:algorithm:)`).
     let verifyContexts = LockedState<[JWSAlgorithm: [VerifyContext]]>([:])
+    /// For a public key parsed from a JWK without `alg`: the algorithm it first verified a
+    /// signature with, the only one it serves from then on (see `JWK.bind(to:)`).
+    let boundAlgorithm = LockedState<JWSAlgorithm?>(nil)
 
     init(taking raw: OpaquePointer) {
         self.raw = raw

@@ -3,6 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
+internal import LoginKitHTTP
 
 /// Where a verifier gets its keys.
 public protocol JWKSProvider: Sendable {
@@ -32,6 +33,8 @@ public struct StaticJWKS: JWKSProvider {
 ///
 /// Order matters: claims are only looked at once the signature holds. Checks, with `leeway` applied
 /// to every time comparison:
+/// - the header's `typ` is not an access token's (`at+jwt` or `application/at+jwt`, any case;
+///   RFC 9068 §2.1, RFC 8725 §3.11): an access token is never taken for an ID token;
 /// - `alg` in `allowedAlgorithms` (never `none`, never an HMAC);
 /// - a key whose `kid` matches the header's (when the header has no `kid`, the key set must offer
 ///   exactly one suitable key), whose type fits `alg`, and whose own `alg`/`use` allow it;
@@ -85,12 +88,17 @@ public struct IDTokenVerifier: Sendable {
     /// - Throws: `TokenVerificationError` with the code of the first check that failed.
     public func verify(_ token: some StringProtocol, nonce: String? = nil) async throws(TokenVerificationError) -> VerifiedJWT {
         let jws = try CompactJWS(parsing: token, maximumLength: configuration.maximumTokenLength)
+        if let tokenType = jws.tokenType, Self.accessTokenTypes.contains(tokenType.lowercased()) {
+            throw TokenVerificationError(
+                .wrongTokenType, "the token is an access token (typ \"\(printableExcerpt(tokenType))\"), not an ID token"
+            )
+        }
         let algorithm = try allowedAlgorithm(jws.algorithmName)
         let candidates = try await keys.candidates(keyID: jws.keyID, algorithm: algorithm)
         guard !candidates.isEmpty else {
             throw TokenVerificationError(
                 .unknownKey,
-                jws.keyID.map { "the issuer's key set has no \(algorithm) key with kid \"\($0)\"" }
+                jws.keyID.map { "the issuer's key set has no \(algorithm) key with kid \"\(printableExcerpt($0))\"" }
                     ?? "the issuer's key set has no \(algorithm) key"
             )
         }
@@ -105,15 +113,27 @@ public struct IDTokenVerifier: Sendable {
         return VerifiedJWT(jws: jws, claims: claims, algorithm: algorithm)
     }
 
+    /// `seconds` as a whole number for a message, clamped: `Int(_:)` traps beyond `Int`'s range, and
+    /// a signed token may well say `"exp": -1e300`.
+    private static func wholeSeconds(_ seconds: Double) -> Int {
+        guard seconds.isFinite else { return 0 }
+        return Int(min(max(seconds, -1e15), 1e15))
+    }
+
+    /// The `typ` values of JWT access tokens (RFC 9068 §2.1), lowercased.
+    private static let accessTokenTypes: Set<String> = ["at+jwt", "application/at+jwt"]
+
     private func allowedAlgorithm(_ name: String) throws(TokenVerificationError) -> JWSAlgorithm {
         if name.lowercased() == "none" {
             throw TokenVerificationError(.algorithmNotAllowed, "unsigned tokens (alg \"none\") are never accepted")
         }
         if name.uppercased().hasPrefix("HS") {
-            throw TokenVerificationError(.algorithmNotAllowed, "HMAC (\(name)) is refused: the issuer's keys are public keys")
+            throw TokenVerificationError(
+                .algorithmNotAllowed, "HMAC (\(printableExcerpt(name))) is refused: the issuer's keys are public keys"
+            )
         }
         guard let algorithm = JWSAlgorithm(rawValue: name) else {
-            throw TokenVerificationError(.algorithmNotAllowed, "unsupported algorithm \"\(name)\"")
+            throw TokenVerificationError(.algorithmNotAllowed, "unsupported algorithm \"\(printableExcerpt(name))\"")
         }
         guard configuration.allowedAlgorithms.contains(algorithm) else {
             throw TokenVerificationError(.algorithmNotAllowed, "\(algorithm) is not in the allowed algorithms")
@@ -125,28 +145,32 @@ public struct IDTokenVerifier: Sendable {
     public func check(_ claims: JWTClaims, nonce: String? = nil) throws(TokenVerificationError) {
         guard let issuer = claims.issuer else { throw TokenVerificationError(.wrongIssuer, "the token has no \"iss\" claim") }
         guard issuer == configuration.issuer else {
-            throw TokenVerificationError(.wrongIssuer, "the token was issued by \"\(issuer)\", expected \"\(configuration.issuer)\"")
+            let found = printableExcerpt(issuer, limit: 200)
+            let expected = printableExcerpt(configuration.issuer, limit: 200)
+            throw TokenVerificationError(.wrongIssuer, "the token was issued by \"\(found)\", expected \"\(expected)\"")
         }
         guard !configuration.checksAudience || claims.audience.contains(configuration.audience) else {
-            throw TokenVerificationError(.wrongAudience, "the token is not meant for \"\(configuration.audience)\"")
+            let audience = printableExcerpt(configuration.audience, limit: 200)
+            throw TokenVerificationError(.wrongAudience, "the token is not meant for \"\(audience)\"")
         }
         if configuration.checksAudience, claims.audience.count > 1 || claims.authorizedParty != nil {
             guard claims.authorizedParty == configuration.audience else {
-                throw TokenVerificationError(.wrongAudience, "the token has several audiences and its \"azp\" is not \"\(configuration.audience)\"")
+                let audience = printableExcerpt(configuration.audience, limit: 200)
+                throw TokenVerificationError(.wrongAudience, "the token has several audiences and its \"azp\" is not \"\(audience)\"")
             }
         }
         let current = now().timeIntervalSince1970
         let leeway = configuration.leeway.seconds
         guard let expiresAt = claims.expiresAt else { throw TokenVerificationError(.malformed, "the token has no \"exp\" claim") }
         guard current < expiresAt + leeway else {
-            throw TokenVerificationError(.expired, "the token expired \(Int(current - expiresAt)) s ago")
+            throw TokenVerificationError(.expired, "the token expired \(Self.wholeSeconds(current - expiresAt)) s ago")
         }
         if let notBefore = claims.notBefore, current < notBefore - leeway {
-            throw TokenVerificationError(.notYetValid, "the token is not valid for another \(Int(notBefore - current)) s")
+            throw TokenVerificationError(.notYetValid, "the token is not valid for another \(Self.wholeSeconds(notBefore - current)) s")
         }
         if let issuedAt = claims.issuedAt {
             guard issuedAt <= current + leeway else {
-                throw TokenVerificationError(.issuedInFuture, "the token was issued \(Int(issuedAt - current)) s in the future; check the clock")
+                throw TokenVerificationError(.issuedInFuture, "the token was issued \(Self.wholeSeconds(issuedAt - current)) s in the future; check the clock")
             }
         } else if configuration.requiresIssuedAt {
             throw TokenVerificationError(.malformed, "the token has no \"iat\" claim")

@@ -45,6 +45,17 @@ public struct SigningKey: Sendable, CustomStringConvertible {
         try JWK(publicKey: key, keyType: algorithm.keyType, keyID: keyID, algorithm: algorithm)
     }
 
+    /// The same private key signing with `algorithm`, which must fit it (RS256 ↔ PS256, …): for tests
+    /// of algorithm confusion between tokens made with one key.
+    ///
+    /// - Throws: `CryptoError` `.invalidKey` when `algorithm` needs another key type or curve.
+    package func signing(with algorithm: JWSAlgorithm, keyID: String? = nil) throws(CryptoError) -> SigningKey {
+        guard algorithm.keyType == self.algorithm.keyType, algorithm.ecCurve?.name == self.algorithm.ecCurve?.name else {
+            throw CryptoError(.invalidKey, "a \(self.algorithm) key cannot sign \(algorithm)")
+        }
+        return SigningKey(algorithm: algorithm, keyID: keyID ?? self.keyID, key: key)
+    }
+
     /// Signs `input` and returns the JWS signature bytes (raw `r || s` for ECDSA).
     public func sign(_ input: [UInt8]) throws(CryptoError) -> [UInt8] {
         try key.sign(input, algorithm: algorithm)

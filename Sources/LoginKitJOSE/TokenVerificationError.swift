@@ -1,3 +1,5 @@
+internal import LoginKitHTTP
+
 /// A token failed verification: its shape, signature, key or claims.
 ///
 /// Match on `code`. `message` says what failed and never contains the token, a key or a claim
@@ -7,7 +9,8 @@ public struct TokenVerificationError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case malformed, algorithmNotAllowed, unknownKey, badSignature, expired, notYetValid
-            case issuedInFuture, wrongIssuer, wrongAudience, nonceMismatch, keySetUnavailable
+            case issuedInFuture, wrongIssuer, wrongAudience, nonceMismatch, keySetUnavailable, subjectChanged
+            case unsafeKey, keySetTooLarge, wrongTokenType
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -34,6 +37,16 @@ public struct TokenVerificationError: Error, Sendable, CustomStringConvertible {
         public static let nonceMismatch = Code(.nonceMismatch)
         /// The issuer's key set could not be fetched or parsed.
         public static let keySetUnavailable = Code(.keySetUnavailable)
+        /// A refreshed ID token names another user (`sub`), issuer or audience than the one it
+        /// replaces (OpenID Connect Core §12.2).
+        public static let subjectChanged = Code(.subjectChanged)
+        /// A key is refused as unsafe to verify with: an RSA exponent that is even or below 3, an RSA
+        /// modulus under 2048 or over 16384 bits, an EC point not on its curve.
+        public static let unsafeKey = Code(.unsafeKey)
+        /// The key set holds more keys than accepted (``JWKSet/defaultMaximumKeyCount``); none is used.
+        public static let keySetTooLarge = Code(.keySetTooLarge)
+        /// The header's `typ` says the token is not an ID token: an access token (`at+jwt`, RFC 9068).
+        public static let wrongTokenType = Code(.wrongTokenType)
 
         public var description: String { base.rawValue }
     }
@@ -55,7 +68,7 @@ public struct TokenVerificationError: Error, Sendable, CustomStringConvertible {
         file: String = #fileID, line: Int = #line
     ) {
         self.code = code
-        self.message = message
+        self.message = escapingControlCharacters(message)  // one line, no terminal escapes, whatever was interpolated
         self.underlying = underlying
         self.file = file
         self.line = line

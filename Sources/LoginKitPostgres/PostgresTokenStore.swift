@@ -368,7 +368,7 @@ public final class PostgresTokenStore: TokenStore {
         guard let profile = try? decoder.decode(StoredProfile.self, from: Data(json)) else {
             throw TokenStoreError(
                 .corrupt, path: location,
-                "profile \"\(name)\" is not a readable profile; remove it with DELETE FROM \(configuration.table) WHERE namespace = '\(configuration.namespace)' AND name = '\(name)'")
+                "profile \"\(name)\" is not a readable profile; remove it with DELETE FROM \(table) WHERE namespace = \(sqlLiteral(configuration.namespace)) AND name = \(sqlLiteral(name))")
         }
         decoded.withLock { $0[name] = (row.version, profile) }
         return profile

@@ -18,7 +18,7 @@ struct CLIFailure: Error {
         case let failure as CLIFailure:
             self = failure
         case let error as LoginRequiredError:
-            self.init(exitCode: 3, error.message + (error.reason == .noIDToken ? "" : "; run `loginkit login`"), detail: "\(error)")
+            self.init(exitCode: 3, error.message + ([.noIDToken, .noAccessToken].contains(error.code) ? "" : "; run `loginkit login`"), detail: "\(error)")
         case let error as LoginError:
             self.init(exitCode: 4, error.message, detail: "\(error)")
         case let error as NetworkError:
@@ -29,6 +29,12 @@ struct CLIFailure: Error {
             var text = "\(error.policy.title): \(error.policy.message)"
             if let url = error.policy.url { text += " Upgrade: \(url)" }
             self.init(exitCode: 6, text, detail: "\(error)")
+        case let error as ConfigurationError:
+            self.init(exitCode: 2, error.message, detail: "\(error)")
+        case let error as TokenVerificationError where error.code == .keySetUnavailable || error.code == .keySetTooLarge:
+            // The issuer's keys could not be fetched or used: the network or the provider failed;
+            // nothing was found wrong with the token itself.
+            self.init(exitCode: 5, error.message, detail: "\(error)\(error.underlying.map { " (\($0))" } ?? "")")
         case let error as TokenVerificationError:
             self.init(exitCode: 7, "token verification failed: \(error.message)", detail: "\(error)")
         case let error as TokenStoreError:
@@ -44,9 +50,11 @@ struct CLIFailure: Error {
         CLIFailure(exitCode: 2, message)
     }
 
+    /// One line on stderr (two with `--verbose`), control characters escaped: messages quote what
+    /// providers and tokens sent.
     func report() {
-        Terminal.standardError("loginkit: \(message)")
-        if Terminal.verbose, let detail { Terminal.standardError("  detail: \(detail)") }
+        Terminal.standardError("loginkit: \(Terminal.printable(message, limit: 1000))")
+        if Terminal.verbose, let detail { Terminal.standardError("  detail: \(Terminal.printable(detail, limit: 2000))") }
     }
 }
 

@@ -28,6 +28,37 @@ struct StoreOptions: ParsableArguments {
     }
 }
 
+/// `--ca-file`: shared by every command that sends requests.
+struct NetworkOptions: ParsableArguments {
+    @Option(
+        name: .customLong("ca-file"),
+        help: "A PEM file of CA certificates to trust instead of the system's (default: $LOGINKIT_CA_FILE, else $CURL_CA_BUNDLE, else $SSL_CERT_FILE)."
+    )
+    var caFile: String?
+
+    /// The HTTP client's configuration. The CA file comes from `--ca-file`, else the first of
+    /// `LOGINKIT_CA_FILE`, `CURL_CA_BUNDLE` and `SSL_CERT_FILE` that is set (curl reads the last two
+    /// the same way); else `SSL_CERT_DIR` names a CA directory. TLS verification stays on.
+    ///
+    /// - Throws: a usage failure (exit 2) when the CA file named does not exist or cannot be read.
+    func clientConfiguration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CurlHTTPClient.Configuration {
+        var configuration = CurlHTTPClient.Configuration()
+        var candidates: [(String, String?)] = [("--ca-file", caFile)]
+        for name in ["LOGINKIT_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"] { candidates.append(("$" + name, environment[name])) }
+        for case let (origin, path?) in candidates where !path.isEmpty {
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw CLIFailure.usage("the CA file \"\(path)\" (\(origin)) does not exist or cannot be read")
+            }
+            configuration.tls.caFile = path
+            return configuration
+        }
+        if let directory = environment["SSL_CERT_DIR"], !directory.isEmpty {
+            configuration.tls.caDirectory = directory
+        }
+        return configuration
+    }
+}
+
 /// Builds the API a stored profile came from, so that `token` works with nothing but `--profile`.
 enum APIFactory {
     static func api(for source: CredentialSource, transport: any HTTPTransport, clientSecret: String?) throws -> any AuthAPI {

@@ -9,44 +9,78 @@ struct LoginCommand: AsyncParsableCommand {
         commandName: "login",
         abstract: "Log in and save the credentials to a profile.",
         discussion: """
-            Choose the provider with --issuer (OpenID Connect), --login-url (JSON login API) or
-            --cognito-pool-id with --cognito-region. The password comes from a no-echo prompt, or from
+            Choose the provider with --issuer (OpenID Connect), --login-url (JSON login API) or \
+            --cognito-pool-id with --cognito-region. The password comes from a no-echo prompt, or from \
             --password-stdin. Secrets are never taken from flag values.
+
+            A JSON login API's ID tokens are verified against the keys of the issuer named by --issuer \
+            (its jwks_uri, from OpenID Connect discovery), for the audience named by --client-id. \
+            --insecure-skip-id-token-verification stores them unverified instead: only for an API whose \
+            tokens this client never trusts, since anyone able to answer the login request could then \
+            log the profile in as anybody.
             """
     )
 
     @Option(help: "OpenID Connect issuer URL (default: $LOGINKIT_ISSUER).") var issuer: String?
-    @Option(name: .customLong("login-url"), help: "JSON login API URL.") var loginURL: String?
+    @Option(name: .customLong("login-url"), help: "JSON login API URL (needs --issuer and --client-id to verify its ID tokens).") var loginURL: String?
     @Option(name: .customLong("cognito-pool-id"), help: "Amazon Cognito user pool ID.") var cognitoPoolID: String?
-    @Option(name: .customLong("cognito-region"), help: "Amazon Cognito region.") var cognitoRegion: String?
+    @Option(name: .customLong("cognito-region"), help: "Amazon Cognito region (an AWS region name such as eu-west-1).") var cognitoRegion: String?
     @Option(name: .customLong("cognito-endpoint"), help: "Cognito endpoint override (e.g. a local emulator).") var cognitoEndpoint: String?
-    @Option(name: .customLong("client-id"), help: "Client ID (default: $LOGINKIT_CLIENT_ID).") var clientID: String?
+    @Option(name: .customLong("client-id"), help: "Client ID, the audience of the ID tokens (default: $LOGINKIT_CLIENT_ID).") var clientID: String?
     @Option(help: "The user to log in.") var username: String?
     @Flag(name: .customLong("password-stdin"), help: "Read the password from standard input.") var passwordStdin = false
     @Flag(help: "Use the device authorization flow (prints a code to enter elsewhere).") var device = false
     @Flag(name: .customLong("client-credentials"), help: "Log the client itself in (secret from $LOGINKIT_CLIENT_SECRET or --client-secret-stdin).")
     var clientCredentials = false
     @Flag(name: .customLong("client-secret-stdin"), help: "Read the client secret from standard input.") var clientSecretStdin = false
+    @Flag(
+        name: .customLong("insecure-skip-id-token-verification"),
+        help: "With --login-url: store the ID token without verifying it. Only for an API whose tokens this client never trusts."
+    )
+    var insecureSkipIDTokenVerification = false
     @Option(help: "The scope to ask for.") var scope: String?
     @Option(name: .customLong("version-policy"), help: "A minimum-version policy URL to check first.") var versionPolicy: String?
     @Flag(help: "Print the result as JSON on stdout.") var json = false
+    @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
 
     func validate() throws {
-        let providers = [issuer ?? ProcessInfo.processInfo.environment["LOGINKIT_ISSUER"], loginURL, cognitoPoolID].compactMap { $0 }
+        let environment = ProcessInfo.processInfo.environment
+        let issuer = self.issuer ?? environment["LOGINKIT_ISSUER"].flatMap { $0.isEmpty ? nil : $0 }
+        let clientID = self.clientID ?? environment["LOGINKIT_CLIENT_ID"].flatMap { $0.isEmpty ? nil : $0 }
+        let providers = [issuer, loginURL, cognitoPoolID].compactMap { $0 }
         guard providers.count >= 1 else { throw ValidationError("name the provider: --issuer, --login-url or --cognito-pool-id") }
         if cognitoPoolID != nil && cognitoRegion == nil { throw ValidationError("--cognito-pool-id needs --cognito-region") }
+        if cognitoPoolID != nil && clientID == nil { throw ValidationError("--cognito-pool-id needs --client-id (or $LOGINKIT_CLIENT_ID)") }
         if device && clientCredentials { throw ValidationError("--device and --client-credentials exclude each other") }
         if passwordStdin && clientSecretStdin { throw ValidationError("only one of --password-stdin and --client-secret-stdin can read stdin") }
+        if cognitoPoolID == nil, loginURL != nil {
+            if insecureSkipIDTokenVerification {
+                if self.issuer != nil {
+                    throw ValidationError("--insecure-skip-id-token-verification and --issuer exclude each other: with an issuer the ID tokens are verified")
+                }
+            } else if issuer == nil {
+                throw ValidationError(
+                    "--login-url needs --issuer and --client-id to verify the ID tokens it returns; for an API whose tokens this client never trusts, "
+                        + "--insecure-skip-id-token-verification stores them unverified"
+                )
+            }
+        } else if insecureSkipIDTokenVerification {
+            throw ValidationError("--insecure-skip-id-token-verification applies to --login-url only")
+        }
+        if cognitoPoolID == nil, !(loginURL != nil && insecureSkipIDTokenVerification), issuer != nil, clientID == nil {
+            throw ValidationError("--issuer needs --client-id (or $LOGINKIT_CLIENT_ID): the audience its ID tokens must be meant for")
+        }
     }
 
     func run() async throws {
         try await reportingFailures {
             let store = try storeOptions.openStore()
             let environment = ProcessInfo.processInfo.environment
-            try await CurlHTTPClient.withClient { client in
+            let clientConfiguration = try networkOptions.clientConfiguration()
+            try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
                 let clientSecret = clientSecretStdin ? try Terminal.readSecretLine("client secret") : APIFactory.environmentSecret
-                let api = try makeAPI(transport: client, clientSecret: clientSecret, environment: environment)
+                let api = try await makeAPI(transport: client, clientSecret: clientSecret, environment: environment)
                 let gate = try versionPolicy.map { url in
                     VersionGate(
                         configuration: .init(url: url, currentVersion: try SemanticVersion(parsing: LoginKitCLI.version.description)),
@@ -56,12 +90,12 @@ struct LoginCommand: AsyncParsableCommand {
                 let service = AuthService(api: api, store: store, profile: storeOptions.profileName, gate: gate)
                 let user: User?
                 if clientCredentials {
-                    try await Terminal.withSpinner("Logging in…") { try await service.logInAsClient(scope: scope) }
-                    user = nil
+                    user = try await Terminal.withSpinner("Logging in…") { try await service.logInAsClient(scope: scope) }
                 } else if device {
                     user = try await service.logInWithDevice(scope: scope) { authorization in
-                        Terminal.standardError("To sign in, open \(authorization.verificationURIComplete ?? authorization.verificationURI)")
-                        Terminal.standardError("and enter the code: \(authorization.userCode)")
+                        // Both come from the provider: escaped, so that they cannot forge lines or drive the terminal.
+                        Terminal.standardError("To sign in, open \(Terminal.printable(authorization.verificationURIComplete ?? authorization.verificationURI, limit: 2048))")
+                        Terminal.standardError("and enter the code: \(Terminal.printable(authorization.userCode, limit: 64))")
                     }
                 } else {
                     user = try await passwordLogin(service: service)
@@ -71,25 +105,45 @@ struct LoginCommand: AsyncParsableCommand {
         }
     }
 
-    private func makeAPI(transport: CurlHTTPClient, clientSecret: String?, environment: [String: String]) throws -> any AuthAPI {
-        let clientID = clientID ?? environment["LOGINKIT_CLIENT_ID"]
+    private func makeAPI(transport: CurlHTTPClient, clientSecret: String?, environment: [String: String]) async throws -> any AuthAPI {
+        let issuer = issuer ?? environment["LOGINKIT_ISSUER"].flatMap { $0.isEmpty ? nil : $0 }
+        let clientID = clientID ?? environment["LOGINKIT_CLIENT_ID"].flatMap { $0.isEmpty ? nil : $0 }
         if let poolID = cognitoPoolID, let region = cognitoRegion {
             guard let clientID else { throw CLIFailure.usage("--cognito-pool-id needs --client-id") }
-            return CognitoAPI(configuration: .init(poolID: poolID, clientID: clientID, region: region, endpoint: cognitoEndpoint), transport: transport)
+            let configuration = CognitoAPI.Configuration(poolID: poolID, clientID: clientID, region: region, endpoint: cognitoEndpoint)
+            try configuration.validate()  // a region that is no AWS region never becomes a host name (exit 2)
+            return CognitoAPI(configuration: configuration, transport: transport)
         }
         if let loginURL {
-            var verifier: IDTokenVerifier?
-            if let issuer = issuer ?? environment["LOGINKIT_ISSUER"], let clientID {
-                let keys = JWKSSource(url: issuer + "/.well-known/jwks.json", transport: transport)
-                verifier = IDTokenVerifier(configuration: .init(issuer: issuer, audience: clientID), keys: keys)
+            var configuration = JSONLoginAPI.Configuration(loginURL: loginURL)
+            if insecureSkipIDTokenVerification {
+                configuration.idTokenVerification = .unverifiedOpaqueTokens
+                Terminal.warning(
+                    "the ID token will be stored without verification (--insecure-skip-id-token-verification): "
+                        + "anyone able to answer \(loginURL) can log this profile in as anybody"
+                )
+            } else {
+                guard let issuer, let clientID else { throw CLIFailure.usage("--login-url needs --issuer and --client-id to verify its ID tokens") }
+                configuration.verifier = try await Self.verifier(issuer: issuer, audience: clientID, transport: transport)
             }
-            return JSONLoginAPI(configuration: .init(loginURL: loginURL, verifier: verifier), transport: transport)
+            return JSONLoginAPI(configuration: configuration, transport: transport)
         }
-        guard let issuer = issuer ?? environment["LOGINKIT_ISSUER"] else { throw CLIFailure.usage("name the provider with --issuer") }
+        guard let issuer else { throw CLIFailure.usage("name the provider with --issuer") }
         guard let clientID else { throw CLIFailure.usage("--issuer needs --client-id (or $LOGINKIT_CLIENT_ID)") }
         var configuration = OAuth2API.Configuration(issuer: issuer, clientID: clientID, clientSecret: clientSecret)
         if let scope { configuration.scope = scope }
         return OAuth2API(configuration: configuration, transport: transport)
+    }
+
+    /// A verifier for `issuer`'s ID tokens meant for `audience`, with the keys at the `jwks_uri` that
+    /// the issuer's OpenID Connect discovery document names (a document naming another issuer is
+    /// refused).
+    static func verifier(issuer: String, audience: String, transport: any HTTPTransport) async throws -> IDTokenVerifier {
+        let discovery = OAuth2API(configuration: .init(issuer: issuer, clientID: audience), transport: transport)
+        guard let jwksURI = try await discovery.metadata().jwksURI else {
+            throw CLIFailure(exitCode: 5, "the issuer publishes no jwks_uri, so its ID tokens cannot be verified")
+        }
+        return IDTokenVerifier(configuration: .init(issuer: issuer, audience: audience), keys: JWKSSource(url: jwksURI, transport: transport))
     }
 
     /// The password login, driven through the same view-model an app would use.
@@ -116,17 +170,23 @@ struct LoginCommand: AsyncParsableCommand {
 
     private func report(user: User?, store: IDTokenStore, issuer: String) async throws {
         let profile = try await store.profile(named: storeOptions.profileName)
+        // Unverified, the token's claims are whatever the server wrote: name the user as given instead.
+        let unverified = loginURL != nil && insecureSkipIDTokenVerification
+        let name = unverified ? username : user.map { $0.preferredUsername ?? $0.id.rawValue }
+        let subject = unverified ? nil : user?.id.rawValue
         if json {
             JSONOutput.print([
-                "profile": storeOptions.profileName, "user": user?.preferredUsername ?? user?.id.rawValue ?? NSNull(),
-                "subject": user?.id.rawValue ?? NSNull(), "issuer": issuer,
+                "profile": storeOptions.profileName, "user": name ?? NSNull(),
+                "subject": subject ?? NSNull(), "issuer": issuer,
                 "expires_at": JSONOutput.timestamp(profile?.credentials.expiresAt),
                 "has_refresh_token": profile?.credentials.refreshToken != nil,
                 "has_id_token": profile?.credentials.idToken != nil,
+                "id_token_verified": !unverified,
             ])
         } else {
-            let name = user.map { $0.preferredUsername ?? $0.id.rawValue } ?? "the client"
-            Terminal.standardError("Logged in as \(name) (profile \"\(storeOptions.profileName)\").")
+            let shown = name.map { Terminal.printable($0, limit: 100) } ?? "the client"
+            let note = unverified ? "; the ID token was not verified" : ""
+            Terminal.standardError("Logged in as \(shown) (profile \"\(Terminal.printable(storeOptions.profileName, limit: 100))\")\(note).")
         }
     }
 }

@@ -14,7 +14,7 @@ struct LoginKitCommand: AsyncParsableCommand {
         commandName: "loginkit",
         abstract: "Log in over HTTP, keep tokens safe on disk, print valid tokens.",
         discussion: """
-            Exit codes: 0 ok, 1 other failure, 2 usage, 3 login required, 4 credentials rejected,
+            Exit codes: 0 ok, 1 other failure, 2 usage, 3 login required, 4 credentials rejected, \
             5 network or server failure, 6 upgrade required, 7 token verification failed.
             """,
         version: LoginKitCLI.version.description,
@@ -31,10 +31,12 @@ enum LoginKitCLI {
     static let version = SemanticVersionText(major: 0, minor: 1, patch: 0)
 
     static func main() async {
+        ProcessHardening.disableCoreDumps()  // before any secret is read or received
         // Library logs go to stderr, quiet unless asked for: stdout carries only results (tokens, JSON).
+        // Control characters in them (a claim, a provider's answer) are escaped: one line per entry.
         let level = ProcessInfo.processInfo.environment["LOGINKIT_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .error
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = StreamLogHandler(label: label, stream: Terminal.EscapingStandardError())
             handler.logLevel = level
             return handler
         }

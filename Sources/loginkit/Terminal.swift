@@ -1,4 +1,5 @@
 import Foundation
+import LoginKit
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -22,6 +23,30 @@ enum Terminal {
     /// Writes one line to stderr.
     static func standardError(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// Writes `loginkit: warning: <text>` to stderr.
+    static func warning(_ text: String) {
+        standardError("loginkit: warning: \(printable(text, limit: 1000))")
+    }
+
+    /// `text` as it may reach the terminal: control characters (newline, ESC, CSI, DEL) and
+    /// bidirectional overrides written as visible `\u{…}` escapes, at most `limit` characters.
+    /// Everything a provider or a token chose (a claim, a device code or URI, an error message)
+    /// goes through this before it is printed, so that it can neither forge lines nor drive the
+    /// terminal.
+    static func printable(_ text: String, limit: Int = 200) -> String {
+        let escaped = escapingControlCharacters(text)
+        return escaped.count > limit ? String(escaped.prefix(limit)) + "…" : escaped
+    }
+
+    /// stderr for library log lines: each line written as one line, its control characters escaped
+    /// (log messages and metadata quote claims and provider answers).
+    struct EscapingStandardError: TextOutputStream, Sendable {
+        mutating func write(_ string: String) {
+            let line = string.hasSuffix("\n") ? String(string.dropLast()) : string
+            Terminal.standardError(escapingControlCharacters(line))
+        }
     }
 
     /// Reads a password from the terminal without echo.

@@ -22,7 +22,8 @@ struct Run {
 /// Runs `loginkit` with `arguments`, feeding `input` to stdin; waits for it to exit.
 func loginkit(_ arguments: [String], input: String? = nil, environment: [String: String] = [:]) async throws -> Run {
     var base = ProcessInfo.processInfo.environment
-    for name in ["LOGINKIT_STORE", "LOGINKIT_PROFILE", "LOGINKIT_ISSUER", "LOGINKIT_CLIENT_ID", "LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY"] {
+    let trust = ["LOGINKIT_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"]
+    for name in ["LOGINKIT_STORE", "LOGINKIT_PROFILE", "LOGINKIT_ISSUER", "LOGINKIT_CLIENT_ID", "LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY", "LOGINKIT_LOG_LEVEL"] + trust {
         base[name] = nil
     }
     let stdin = try TestPipe(), stdout = try TestPipe(), stderr = try TestPipe()

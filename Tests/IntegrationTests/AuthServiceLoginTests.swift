@@ -24,7 +24,7 @@ struct AuthServiceLoginTests {
             #expect(profile.source.kind == .oauth2)
             #expect(profile.source.clientID == "loginkit-cli")
             #expect(profile.userID == "248289761001")
-            #expect(await service.currentUser() == user)
+            #expect(try await service.currentUser() == user)
         }
     }
 
@@ -81,7 +81,7 @@ struct AuthServiceLoginTests {
                 Issue.record("expected a loggedOut event")
                 return
             }
-            #expect((await thrown { try await service.validIDToken() } as? LoginRequiredError)?.reason == .notLoggedIn)
+            #expect((await thrown { try await service.validIDToken() } as? LoginRequiredError)?.code == .notLoggedIn)
         }
     }
 
@@ -95,7 +95,7 @@ struct AuthServiceLoginTests {
             for await path in arrivals where path == "/oauth/revoke" { break }
             await fixture.clock.waitForSleepers(1)  // the revocation timeout
             fixture.clock.advance(by: .seconds(5))
-            await logout.value
+            _ = await logout.value
             let stored = try await fixture.store.profile(named: "default")
             #expect(stored == nil)
         }

@@ -151,7 +151,7 @@ struct AuthServiceRefreshTests {
             let session = await service.session()
             let events = service.events
             let error = await thrown { try await service.validIDToken() }
-            #expect((error as? LoginRequiredError)?.reason == .credentialsRejected)
+            #expect((error as? LoginRequiredError)?.code == .credentialsRejected)
             let stored = try await fixture.store.profile(named: "default")
             #expect(stored == nil)
             for await event in events { if case .credentialsRejected = event { break } }

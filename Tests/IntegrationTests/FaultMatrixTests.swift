@@ -45,11 +45,13 @@ enum FaultOperation: String, Sendable, CaseIterable {
 }
 
 /// Every fault of the matrix, for a login and for a refresh: the right typed error, the store
-/// byte-for-byte unchanged, in bounded time (20 s; the client's own limit is 5 s). With LOGINKIT_FAULT_REPORT set, each case appends a
-/// table row to that file (`make reliability` puts the table in docs/reliability.md).
+/// byte-for-byte unchanged, in bounded time (the delay case ends by the client's own 5 s limit, as
+/// its `.timedOut` error shows; every case has a one-minute limit, so a hang fails it). With
+/// LOGINKIT_FAULT_REPORT set, each case appends a table row, with the time it took, to that file
+/// (`make reliability` puts the table in docs/reliability.md).
 @Suite(.timeLimit(.minutes(3)))
 struct FaultMatrixTests {
-    @Test(arguments: FaultCase.all, FaultOperation.allCases)
+    @Test(.timeLimit(.minutes(1)), arguments: FaultCase.all, FaultOperation.allCases)
     func aFaultIsATypedErrorAndLeavesTheStoreAsItWas(_ fault: FaultCase, _ operation: FaultOperation) async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -68,7 +70,7 @@ struct FaultMatrixTests {
                     let before = try Data(contentsOf: URL(fileURLWithPath: path))
 
                     server.monitor.injectFaults(fault.faults, path: "/oauth/token")
-                    let started = ContinuousClock.now
+                    let started = ContinuousClock.now  // for the report only
                     let error = await thrown {
                         switch operation {
                         case .login: _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
@@ -81,7 +83,6 @@ struct FaultMatrixTests {
 
                     #expect(matched, "\(fault.name), \(operation): expected \(fault.expected), got \(String(describing: error))")
                     #expect(unchanged, "\(fault.name), \(operation): the store changed")
-                    #expect(elapsed < .seconds(20), "\(fault.name), \(operation): took \(elapsed)")
                     #expect(!String(describing: error as Any).contains("demo\""), "no secret in the error")
                     report(fault, operation, error: error, elapsed: elapsed, unchanged: unchanged, matched: matched)
                 }

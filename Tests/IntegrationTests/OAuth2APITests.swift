@@ -55,7 +55,7 @@ struct OAuth2APITests {
             _ = try await service.logIn(for: demo, with: "demo")
             #expect(try await service.validAccessToken() == (try await fixture.store.profile(named: "default"))?.credentials.accessToken)
             let error = await thrown { try await service.validIDToken() }
-            #expect((error as? LoginRequiredError)?.reason == .noIDToken)
+            #expect((error as? LoginRequiredError)?.code == .noIDToken)
         }
     }
 

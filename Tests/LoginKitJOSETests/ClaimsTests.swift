@@ -54,6 +54,13 @@ import Testing
         #expect(await verificationCode { try await verify(claims(["exp": .string("tomorrow")])) } == .malformed)
     }
 
+    /// A signed token may carry any finite number: the message's whole seconds must not trap.
+    @Test func farOffTimesAreTypedNotACrash() async throws {
+        #expect(await verificationCode { try await verify(claims(["exp": .number("-1e300")])) } == .expired)
+        #expect(await verificationCode { try await verify(claims(["nbf": .number("1e300")])) } == .notYetValid)
+        #expect(await verificationCode { try await verify(claims(["iat": .number("1e300")])) } == .issuedInFuture)
+    }
+
     @Test func theIssuerMustMatchExactly() async throws {
         #expect(await verificationCode { try await verify(claims(["iss": .string("https://evil.test")])) } == .wrongIssuer)
         #expect(await verificationCode { try await verify(claims(["iss": .string("https://issuer.test/")])) } == .wrongIssuer)

@@ -170,6 +170,27 @@ struct PostgresTokenStoreTests {
         }
     }
 
+    /// The DELETE a corrupt row's error suggests is valid SQL that removes exactly that row, even
+    /// when the namespace and the name hold quotes and backslashes (pasted raw, they broke it).
+    @Test func theSuggestedDeleteForACorruptRowRemovesExactlyThatRow() async throws {
+        var configuration = TestDatabase.configuration()
+        configuration.namespace += #"-o'brien\"#
+        let name = #"it's \'; a "name""#
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
+            try await store.save(sampleProfile("kept"), as: "kept")
+            try await store.client.query(
+                """
+                INSERT INTO loginkit_profiles (namespace, name, format, sealed, payload, version)
+                VALUES (\(configuration.namespace), \(name), 1, false, convert_to('not a profile', 'UTF8'), 1)
+                """)
+            let error = try #require(await thrown { try await store.profile(named: name) } as? TokenStoreError)
+            #expect(error.code == .corrupt)
+            let suggestion = try #require(error.message.range(of: "DELETE FROM "))
+            try await store.client.query(PostgresQuery(unsafeSQL: String(error.message[suggestion.lowerBound...])))
+            #expect(try await store.profileNames() == ["kept"])
+        }
+    }
+
     /// Four processes × 250 concurrent callers, an expired token, a refresh token that rotates and
     /// dies on reuse: one refresh at the provider, every caller served the same fresh token.
     @Test func fourProcessesOfManyCallersRefreshOnce() async throws {
@@ -229,6 +250,7 @@ struct PostgresOutageTests {
     func exercise(script: String, directory: String, url: String) async throws {
         var configuration = TestDatabase.configuration()
         configuration.operationTimeout = .seconds(5)  // what a stopped database costs each call below
+        configuration.lockTimeout = .seconds(600)  // past the time limit: only operationTimeout may end a call
         try await DevServer.withServer { server in
             try await PostgresTokenStore.withStore(try PostgresTokenStore.connection(url: url), configuration: configuration) { store in
                 try await CurlHTTPClient.withClient { client in
@@ -239,17 +261,18 @@ struct PostgresOutageTests {
                     let token = try await service.validAccessToken()
 
                     #expect(await run(script, ["stop", directory]) == 0)
-                    let started = ContinuousClock.now
                     let read = await thrown { try await store.profile(named: "default") } as? TokenStoreError
                     #expect(read?.code == .unavailable)
                     let write = await thrown { try await store.save(sampleProfile("x"), as: "other") } as? TokenStoreError
                     #expect(write?.code == .unavailable)
                     #expect(try await service.validAccessToken() == token, "a still-valid token is served from memory")
                     // An hour later the token needs a refresh, which needs the store's lock: a typed error.
+                    // No hang: the service's refresh deadline runs on the manual clock and the lock
+                    // wait is 10 minutes (set above), so only the store's 5 s operation timeout can
+                    // end this with `.unavailable` within the suite's time limit.
                     clock.advance(by: .seconds(3600))
                     let refresh = await thrown { try await service.validAccessToken() } as? TokenStoreError
                     #expect(refresh?.code == .unavailable)
-                    #expect(ContinuousClock.now - started < .seconds(30), "no hang")
                     #expect(server.monitor.requestCount(path: "/oauth/token") == 1, "no refresh without the lock")
 
                     #expect(await run(script, ["start", directory]) == 0)

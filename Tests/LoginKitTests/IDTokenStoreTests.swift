@@ -229,7 +229,7 @@ struct SealedStoreTests {
         try await withTemporaryDirectory { directory in
             let key = try SecureRandom.bytes(32)
             let base64 = Data(key).base64EncodedString()
-            let fromEnvironment = try IDTokenStore(path: directory + "/a.json", environment: ["LOGINKIT_STORE_KEY": base64])
+            let fromEnvironment = try IDTokenStore(path: directory + "/a.json", sealing: .environment, environment: ["LOGINKIT_STORE_KEY": base64])
             #expect(fromEnvironment.isSealed)
             try await fromEnvironment.save(sampleProfile(), as: "default")
 
@@ -238,8 +238,10 @@ struct SealedStoreTests {
             let fromFile = try IDTokenStore(path: directory + "/a.json", sealing: .keyFile(keyFile))
             #expect(try await fromFile.profile(named: "default") == sampleProfile())
 
-            #expect(!(try IDTokenStore(path: directory + "/b.json", environment: [:])).isSealed)
-            #expect(throws: TokenStoreError.self) { try IDTokenStore(path: directory + "/c.json", environment: ["LOGINKIT_STORE_KEY": "c2hvcnQ="]) }
+            #expect(!(try IDTokenStore(path: directory + "/b.json", sealing: .environment, environment: [:])).isSealed)
+            // The environment is consulted only when the caller says so.
+            #expect(!(try IDTokenStore(path: directory + "/d.json", environment: ["LOGINKIT_STORE_KEY": base64])).isSealed)
+            #expect(throws: TokenStoreError.self) { try IDTokenStore(path: directory + "/c.json", sealing: .environment, environment: ["LOGINKIT_STORE_KEY": "c2hvcnQ="]) }
             try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: keyFile)
             #expect(throws: TokenStoreError.self) { try IDTokenStore(path: directory + "/a.json", sealing: .keyFile(keyFile)) }
         }

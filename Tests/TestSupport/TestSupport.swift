@@ -109,6 +109,23 @@ public func expireStoredCredentials(in store: some TokenStore, profile name: Str
         profile.credentials.expiresAt = Date().addingTimeInterval(-5)
         profile.credentials.idTokenExpiresAt = Date().addingTimeInterval(-5)
         profile.updatedAt = Date().addingTimeInterval(-3605)
+        profile.credentials.issuedAt = profile.updatedAt
         transaction[name] = profile
     }
+}
+
+/// A free loopback port: bound on 127.0.0.1 and released (a server the test starts binds it right after).
+public func freeLoopbackPort() throws -> Int {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+    }
+    try #require(bound)
+    return Int(UInt16(bigEndian: address.sin_port))
 }

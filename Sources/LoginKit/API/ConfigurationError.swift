@@ -1,0 +1,42 @@
+import LoginKitHTTP
+
+/// The configuration cannot work as given: a value in the wrong format (a Cognito region that is not
+/// an AWS region), or a safety requirement left unmet (ID tokens that nothing would verify). Nothing
+/// was sent; retrying will not help. Fix the configuration named in `message`.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// What is wrong. New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case invalidValue, verifierRequired
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// A value is not in the format it must have; it would otherwise end up in a host name or URL.
+        public static let invalidValue = Code(.invalidValue)
+        /// ID tokens would be accepted without verification: no verifier is configured and the
+        /// configuration does not explicitly opt out of verifying.
+        public static let verifierRequired = Code(.verifierRequired)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// What is wrong.
+    public let code: Code
+    /// Which setting is wrong and how to fix it; never a secret.
+    public let message: String
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
+
+    /// A `ConfigurationError` from its parts; see each property for what it means.
+    public init(_ code: Code, _ message: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.message = escapingControlCharacters(message)  // one line, no terminal escapes, whatever was interpolated
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "ConfigurationError(\(code)): \(message)" }
+}

@@ -1,0 +1,79 @@
+import LoginKitHTTP
+import LoginKitJOSE
+
+extension OAuth2API {
+    /// Endpoints given explicitly, for providers with no or partial discovery: GitHub (no discovery
+    /// at all), OAuth2-only servers, providers that serve a device endpoint without advertising it.
+    /// Each one set wins over what discovery says.
+    public struct Endpoints: Sendable, Hashable {
+        /// The authorization endpoint (browser login).
+        public var authorization: String?
+        /// The token endpoint. Required when discovery is off.
+        public var token: String?
+        /// The device authorization endpoint (RFC 8628).
+        public var deviceAuthorization: String?
+        /// The revocation endpoint (RFC 7009).
+        public var revocation: String?
+        /// The JWKS URI that ID tokens are verified against.
+        public var jwks: String?
+        /// The userinfo endpoint.
+        public var userinfo: String?
+
+        /// Endpoints from their parts; see each property for what it means.
+        public init(
+            authorization: String? = nil, token: String? = nil, deviceAuthorization: String? = nil,
+            revocation: String? = nil,
+            jwks: String? = nil, userinfo: String? = nil
+        ) {
+            self.authorization = authorization
+            self.token = token
+            self.deviceAuthorization = deviceAuthorization
+            self.revocation = revocation
+            self.jwks = jwks
+            self.userinfo = userinfo
+        }
+    }
+
+    /// The scope to ask for when the caller names none: `openid`, then `profile`, `email` and
+    /// `offline_access` where `supported` (discovery's `scopes_supported`) lists them, all three when
+    /// it lists none (`nil` or empty). Asking for a scope the provider does not offer gets the whole
+    /// login refused (`invalid_scope`), which `openid profile offline_access` did with providers
+    /// that, like Google, offer no `offline_access`.
+    public static func defaultScope(supported: [String]?) -> String {
+        let optional = ["profile", "email", "offline_access"]
+        guard let supported, !supported.isEmpty else { return (["openid"] + optional).joined(separator: " ") }
+        let offered = Set(supported)
+        return (["openid"] + optional.filter { offered.contains($0) }).joined(separator: " ")
+    }
+}
+
+extension OAuth2API.Metadata {
+    /// The metadata from a discovery `document` (empty when discovery is off), the configuration's
+    /// explicit endpoints winning over it.
+    ///
+    /// - Throws: `ServerError` `.misconfigured` when there is no token endpoint at all.
+    init(document: [String: JSONValue], configuration: OAuth2API.Configuration, host: String) throws {
+        let explicit = configuration.endpoints
+        func string(_ name: String) -> String? { document[name]?.stringValue }
+        func strings(_ name: String) -> [String]? { document[name]?.arrayValue?.compactMap(\.stringValue) }
+        guard let tokenEndpoint = explicit.token ?? string("token_endpoint") else {
+            throw ServerError(
+                .misconfigured,
+                configuration.usesDiscovery
+                    ? "\(host)'s discovery document has no token_endpoint; set endpoints.token"
+                    : "discovery is off and no token endpoint is configured; set endpoints.token"
+            )
+        }
+        self.init(
+            issuer: configuration.issuer, tokenEndpoint: tokenEndpoint, jwksURI: explicit.jwks ?? string("jwks_uri"),
+            deviceAuthorizationEndpoint: explicit.deviceAuthorization ?? string("device_authorization_endpoint"),
+            revocationEndpoint: explicit.revocation ?? string("revocation_endpoint")
+        )
+        authorizationEndpoint = explicit.authorization ?? string("authorization_endpoint")
+        userinfoEndpoint = explicit.userinfo ?? string("userinfo_endpoint")
+        scopesSupported = strings("scopes_supported")
+        codeChallengeMethodsSupported = strings("code_challenge_methods_supported")
+        authorizationResponseIssParameterSupported =
+            document["authorization_response_iss_parameter_supported"]?.boolValue ?? false
+    }
+}

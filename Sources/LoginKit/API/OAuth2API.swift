@@ -1,0 +1,272 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
+public import Foundation
+#endif
+public import LoginKitHTTP
+import LoginKitJOSE
+
+/// OAuth 2.0 / OpenID Connect: discovery, the `password`, `refresh_token`, `client_credentials` and
+/// device-code grants, revocation (RFC 7009), `client_secret_basic` or `client_secret_post`.
+///
+/// The provider's metadata comes from `<issuer>/.well-known/openid-configuration`, fetched once and
+/// checked (its `issuer` must equal the configured one, OIDC Discovery §4.3). ID tokens are verified
+/// against the provider's `jwks_uri` before they are returned. A token response without an ID token
+/// is valid (the ID token is then unavailable, the access token usable).
+///
+/// Concurrency contract: `Sendable`; share one instance. Discovery is fetched once (single flight).
+public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
+    /// Issuer, client and what to ask for.
+    public struct Configuration: Sendable {
+        /// The issuer URL; discovery is fetched from it.
+        public var issuer: String
+        /// The client ID.
+        public var clientID: String
+        /// The client secret, for confidential clients. Never stored in a profile.
+        public var clientSecret: String?
+        /// How the secret is sent. Default `.basic`.
+        public var clientAuthenticationMethod: ClientAuthenticationMethod = .basic
+        /// The scope asked for. Default `openid profile offline_access`.
+        public var scope: String = "openid profile offline_access"
+        /// Whether ID tokens are verified against the provider's keys. Default `true`; turn off only
+        /// for a provider that publishes no keys.
+        public var verifiesIDTokens = true
+        /// Signature algorithms accepted for ID tokens.
+        public var allowedAlgorithms: Set<JWSAlgorithm> = JWSAlgorithm.standard
+        /// Clock skew allowed when checking ID tokens. Default 60 s.
+        public var leeway: Duration = .seconds(60)
+        /// Endpoints given explicitly; each one set wins over discovery. Default: none.
+        public var endpoints = Endpoints()
+        /// Whether the discovery document is fetched. Default `true`; `false` for providers that
+        /// publish none (GitHub), which then need at least `endpoints.token`.
+        public var usesDiscovery = true
+
+        /// A `Configuration` from its parts; see each property for what it means.
+        public init(issuer: String, clientID: String, clientSecret: String? = nil) {
+            self.issuer = issuer
+            self.clientID = clientID
+            self.clientSecret = clientSecret
+        }
+    }
+
+    /// `client_secret_basic` or `client_secret_post`.
+    public enum ClientAuthenticationMethod: String, Sendable {
+        case basic = "client_secret_basic"
+        case post = "client_secret_post"
+    }
+
+    /// The provider metadata LoginKit uses.
+    public struct Metadata: Sendable {
+        /// The issuer, as configured and as the discovery document confirmed.
+        public let issuer: String
+        /// `token_endpoint`.
+        public let tokenEndpoint: String
+        /// `jwks_uri`, when published.
+        public let jwksURI: String?
+        /// `device_authorization_endpoint`, when offered.
+        public let deviceAuthorizationEndpoint: String?
+        /// `revocation_endpoint`, when offered.
+        public let revocationEndpoint: String?
+        /// `authorization_endpoint`, when offered (browser login).
+        public internal(set) var authorizationEndpoint: String? = nil
+        /// `userinfo_endpoint`, when offered.
+        public internal(set) var userinfoEndpoint: String? = nil
+        /// `scopes_supported`, when listed (see ``OAuth2API/defaultScope(supported:)``).
+        public internal(set) var scopesSupported: [String]? = nil
+        /// `code_challenge_methods_supported`, when listed.
+        public internal(set) var codeChallengeMethodsSupported: [String]? = nil
+        /// `authorization_response_iss_parameter_supported` (RFC 9207): authorization responses carry `iss`.
+        public internal(set) var authorizationResponseIssParameterSupported = false
+    }
+
+    /// The configuration.
+    public let configuration: Configuration
+    private let endpoint: TokenEndpoint
+    private let transport: any HTTPTransport
+    private let now: @Sendable () -> Date
+    private let metadataLoader: MetadataLoader
+
+    /// An API for `configuration`'s issuer over `transport`; `now` dates expiries and checks ID tokens.
+    public init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.configuration = configuration
+        self.transport = transport
+        self.endpoint = TokenEndpoint(transport: transport)
+        self.now = now
+        self.metadataLoader = MetadataLoader()
+    }
+
+    public var source: CredentialSource {
+        CredentialSource(kind: .oauth2, endpoint: configuration.issuer, clientID: configuration.clientID, scope: configuration.scope)
+    }
+
+    private var host: String { URLParts(configuration.issuer)?.host ?? configuration.issuer }
+
+    private var authentication: ClientAuthentication {
+        guard let secret = configuration.clientSecret else { return .none(id: configuration.clientID) }
+        switch configuration.clientAuthenticationMethod {
+        case .basic: return .basic(id: configuration.clientID, secret: secret)
+        case .post: return .post(id: configuration.clientID, secret: secret)
+        }
+    }
+
+    // MARK: Discovery
+
+    /// The provider's metadata, fetched on first use.
+    ///
+    /// - Throws: `ServerError` (`.misconfigured` for an issuer mismatch or a missing token endpoint),
+    ///   `NetworkError`.
+    public func metadata() async throws -> Metadata {
+        try await loaded().metadata
+    }
+
+    private func loaded() async throws -> MetadataLoader.Loaded {
+        try await metadataLoader.load { try await self.fetchMetadata() }
+    }
+
+    private func fetchMetadata() async throws -> (metadata: Metadata, verifier: IDTokenVerifier?) {
+        let document = try await configuration.usesDiscovery ? discoveryDocument() : [:]
+        let metadata = try Metadata(document: document, configuration: configuration, host: host)
+        var verifier: IDTokenVerifier?
+        // No JWKS: an OAuth2-only provider. An ID token it sends anyway is refused in tokenRequest.
+        if configuration.verifiesIDTokens, let jwksURI = metadata.jwksURI {
+            var rules = IDTokenVerifier.Configuration(issuer: configuration.issuer, audience: configuration.clientID)
+            rules.allowedAlgorithms = configuration.allowedAlgorithms
+            rules.leeway = configuration.leeway
+            verifier = IDTokenVerifier(configuration: rules, keys: JWKSSource(url: jwksURI, transport: transport, now: now), now: now)
+        }
+        return (metadata, verifier)
+    }
+
+    /// The discovery document, its `issuer` checked (OIDC Discovery §4.3).
+    private func discoveryDocument() async throws -> [String: JSONValue] {
+        let issuer = configuration.issuer.hasSuffix("/") ? String(configuration.issuer.dropLast()) : configuration.issuer
+        let url = issuer + "/.well-known/openid-configuration"
+        let (response, json, _) = try await endpoint.send(url, method: .get, headers: [.accept: "application/json"], body: nil)
+        if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host) { throw error }
+        guard let document = json?.objectValue else {
+            throw ServerError(.malformedResponse, "\(host)'s discovery document is not JSON")
+        }
+        guard document["issuer"]?.stringValue == configuration.issuer else {
+            throw ServerError(
+                .misconfigured,
+                "\(host)'s discovery document names issuer \"\(printableExcerpt(document["issuer"]?.stringValue ?? "none", limit: 200))\", not \"\(configuration.issuer)\"; check --issuer"
+            )
+        }
+        return document
+    }
+
+    // MARK: Grants
+
+    func tokenRequest(_ fields: [(String, String)], grant: TokenEndpoint.Grant, previous: Credentials? = nil) async throws -> Credentials {
+        let (metadata, verifier) = try await loaded()
+        let (response, json, _) = try await endpoint.postForm(metadata.tokenEndpoint, fields: fields, authentication: authentication)
+        if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host) { throw error }
+        try TokenEndpoint.requireJSON(response, host: host)
+        let credentials = try await TokenEndpoint.credentials(
+            from: json, host: host, issuer: configuration.issuer, now: now(), verifier: verifier, previous: previous
+        )
+        // A provider with no JWKS (OAuth2-only) that sends a new ID token anyway: nothing can verify it.
+        if configuration.verifiesIDTokens, verifier == nil, let idToken = credentials.idToken, idToken != previous?.idToken {
+            throw ConfigurationError(
+                .verifierRequired,
+                "\(host) sent an ID token but publishes no jwks_uri to verify it with; set endpoints.jwks, or verifiesIDTokens = false"
+            )
+        }
+        return credentials
+    }
+
+    public func logIn(for id: User.ID, with password: String) async throws -> Credentials {
+        try await tokenRequest(
+            [("grant_type", "password"), ("username", id.rawValue), ("password", password), ("scope", configuration.scope)],
+            grant: .password
+        )
+    }
+
+    public func refresh(_ credentials: Credentials) async throws -> Credentials {
+        guard let refreshToken = credentials.refreshToken else {
+            throw LoginRequiredError(.cannotRefresh, profile: nil, "the credentials have no refresh token; log in again")
+        }
+        var previous = credentials
+        previous.expiresAt = nil
+        return try await tokenRequest([("grant_type", "refresh_token"), ("refresh_token", refreshToken)], grant: .refresh, previous: previous)
+    }
+
+    public func clientCredentials(scope: String? = nil) async throws -> Credentials {
+        var fields = [("grant_type", "client_credentials")]
+        if let scope = scope ?? (configuration.scope.isEmpty ? nil : configuration.scope) { fields.append(("scope", scope)) }
+        return try await tokenRequest(fields, grant: .clientCredentials)
+    }
+
+    @discardableResult
+    public func revoke(_ credentials: Credentials) async throws -> Bool {
+        guard let revocationEndpoint = try await metadata().revocationEndpoint else { return false }
+        let tokens = [(credentials.refreshToken, "refresh_token"), (credentials.accessToken, "access_token")]
+        for case let (token?, hint) in tokens {
+            let (response, json, _) = try await endpoint.postForm(
+                revocationEndpoint, fields: [("token", token), ("token_type_hint", hint)], authentication: authentication
+            )
+            // RFC 7009 §2.2: 200 for valid and invalid tokens alike; 503 may come back with Retry-After.
+            if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host),
+                (error as? ServerError)?.providerError != "unsupported_token_type"
+            {
+                throw error
+            }
+        }
+        return true
+    }
+
+    // MARK: Device authorization (RFC 8628)
+
+    public func startDeviceAuthorization(scope: String? = nil) async throws -> DeviceAuthorization {
+        guard let url = try await metadata().deviceAuthorizationEndpoint else {
+            throw ServerError(.misconfigured, "\(host) offers no device authorization endpoint")
+        }
+        let (response, json, _) = try await endpoint.postForm(url, fields: [("scope", scope ?? configuration.scope)], authentication: authentication)
+        if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host) { throw error }
+        guard let object = json?.objectValue,
+            let deviceCode = object["device_code"]?.stringValue, let userCode = object["user_code"]?.stringValue,
+            let verificationURI = object["verification_uri"]?.stringValue ?? object["verification_url"]?.stringValue,
+            let expiresIn = object["expires_in"]?.int64Value, expiresIn > 0
+        else { throw ServerError(.malformedResponse, "\(host)'s device authorization response is incomplete") }
+        let interval = max(1, object["interval"]?.int64Value ?? 5)  // RFC 8628 §3.2: default 5 s
+        let verificationURIComplete = object["verification_uri_complete"]?.stringValue
+        // Hosts show these to the user as they are: a newline or an escape sequence in them would forge
+        // terminal output or log lines. No URI and no code a person types has control characters.
+        let shown = [userCode, verificationURI, verificationURIComplete ?? ""]
+        guard !shown.contains(where: { $0.unicodeScalars.contains { [.control, .format].contains($0.properties.generalCategory) } }) else {
+            throw ServerError(.malformedResponse, "\(host)'s device authorization response holds control characters in its user code or URI")
+        }
+        return DeviceAuthorization(
+            deviceCode: deviceCode, userCode: userCode, verificationURI: verificationURI,
+            verificationURIComplete: verificationURIComplete,
+            expiresAt: now().addingTimeInterval(Double(expiresIn)), interval: .seconds(interval)
+        )
+    }
+
+    public func pollDeviceAuthorization(_ authorization: DeviceAuthorization) async throws -> DevicePollResult {
+        do {
+            return .authorized(try await tokenRequest(
+                [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", authorization.deviceCode)],
+                grant: .deviceCode
+            ))
+        } catch let error as ServerError where error.providerError == "authorization_pending" {
+            return .pending
+        } catch let error as ServerError where error.providerError == "slow_down" {
+            return .slowDown
+        }
+    }
+}
+
+/// Loads the provider metadata once; concurrent first callers share one fetch, a failure is not cached.
+actor MetadataLoader {
+    typealias Loaded = (metadata: OAuth2API.Metadata, verifier: IDTokenVerifier?)
+    private var loaded: Loaded?
+    private nonisolated let fetches = SingleFlight<Int, Loaded>()
+
+    func load(_ fetch: @escaping @Sendable () async throws -> Loaded) async throws -> Loaded {
+        if let loaded { return loaded }
+        let result = try await fetches.run(0, fetch)
+        loaded = result
+        return result
+    }
+}

@@ -1,0 +1,47 @@
+/// An API that supports the authorization code grant with PKCE (RFC 6749 §4.1, RFC 7636), the flow
+/// behind a browser login. `OAuth2API` conforms; `BrowserLogin` drives it.
+///
+/// Concurrency contract: `Sendable`; every method may run concurrently.
+public protocol AuthorizationCodeAPI: AuthAPI {
+    /// A fresh authorization request for `redirectURI`: a new PKCE verifier, `state` and (when the
+    /// scope has `openid`) `nonce`, and the URL to open.
+    ///
+    /// - Throws: `ServerError` `.misconfigured` when the provider has no authorization endpoint or no
+    ///   `S256`; `ConfigurationError` for options LoginKit refuses; `NetworkError` from discovery.
+    func authorizationRequest(redirectURI: String, options: AuthorizationOptions) async throws -> AuthorizationRequest
+
+    /// Exchanges `code` (from a response already checked against `request`: `state`, `iss`) for
+    /// credentials, sending the request's PKCE verifier, and checks the ID token's `nonce`.
+    ///
+    /// - Throws: `LoginError` when the provider refuses the code; `TokenVerificationError` for an ID
+    ///   token that does not verify or carries another `nonce`; `ServerError`, `NetworkError`.
+    func exchangeCode(_ code: String, for request: AuthorizationRequest) async throws -> Credentials
+}
+
+/// What an authorization request asks for besides what LoginKit always sends.
+public struct AuthorizationOptions: Sendable {
+    /// The scope; `nil` uses the API's configured scope.
+    public var scope: String?
+    /// `login_hint`: the account to preselect (OIDC Core §3.1.2.1).
+    public var loginHint: String?
+    /// `prompt`: `login`, `consent`, `select_account`, `none` (space-separated).
+    public var prompt: String?
+    /// `acr_values`: the authentication context classes asked for.
+    public var acrValues: String?
+    /// More parameters, in order (`access_type=offline` for Google, `audience` for Auth0…). The ones
+    /// LoginKit sets itself (`response_type`, `client_id`, `redirect_uri`, `scope`, `state`,
+    /// `nonce`, `code_challenge`, `code_challenge_method`) are refused.
+    public var extraParameters: [(name: String, value: String)]
+
+    /// Options from their parts; see each property for what it means.
+    public init(
+        scope: String? = nil, loginHint: String? = nil, prompt: String? = nil, acrValues: String? = nil,
+        extraParameters: [(name: String, value: String)] = []
+    ) {
+        self.scope = scope
+        self.loginHint = loginHint
+        self.prompt = prompt
+        self.acrValues = acrValues
+        self.extraParameters = extraParameters
+    }
+}

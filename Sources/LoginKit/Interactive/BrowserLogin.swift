@@ -1,0 +1,154 @@
+import LoginKitHTTP
+
+/// A browser login: the authorization code flow with PKCE over a loopback redirect (RFC 8252), as
+/// `gh auth login` and kubelogin do it.
+///
+/// ``run(onEvent:pastedRedirect:)`` binds the redirect receiver on `127.0.0.1` (an ephemeral port
+/// unless ``Configuration/listenAddresses`` says otherwise), builds a fresh request (new PKCE
+/// verifier, `state`, `nonce`), opens the browser through the launcher, and waits — at most
+/// ``Configuration/timeout`` on the injected clock — for the redirect. The response must carry this
+/// login's `state` and, where the provider promises it, its `iss`; only then is the code exchanged
+/// (with the verifier) and the ID token's `nonce` checked. The receiver is closed as soon as the wait
+/// ends, however it ends. When no browser can be opened, the URL goes out in an event and a pasted
+/// redirect URL is accepted, checked exactly as the receiver checks a callback.
+///
+/// This is the API-level step: it returns `Credentials` and saves nothing, like
+/// `AuthAPI.logIn(for:with:)`; `AuthService` saves them and emits its events.
+///
+/// Concurrency contract: `Sendable`; each `run` is one independent login. Cancelling the task stops
+/// the receiver (the port is free when `run` returns), the timeout and the launcher.
+public struct BrowserLogin: Sendable {
+    /// Where to listen, what to ask for, how long to wait.
+    public struct Configuration: Sendable {
+        /// What the authorization request asks for (scope, `login_hint`, `prompt`, …).
+        public var authorization = AuthorizationOptions()
+        /// Where the receiver may listen, tried in order; empty (the default): `127.0.0.1`, any free port.
+        public var listenAddresses: [ListenAddress] = []
+        /// Whether an address that is not loopback may be bound. Default `false`.
+        public var allowsNonLoopbackListener = false
+        /// The redirect URI sent; `nil` (the default): `http://127.0.0.1:PORT/callback` for the bound
+        /// address. When set, it is sent as given and the receiver answers on its path.
+        public var redirectURI: String?
+        /// How long to wait for the redirect. Default 180 s.
+        public var timeout: Duration = .seconds(180)
+
+        /// The defaults documented on each property.
+        public init() {}
+    }
+
+    /// Reads a redirect URL the user pasted, given the authorization URL to show; `nil` when there
+    /// will be none (end of input). Called again after a text that is not a redirect for this login.
+    /// It must return promptly when its task is cancelled.
+    public typealias PasteReader = @Sendable (_ authorizationURL: String) async throws -> String?
+
+    /// The API that builds the request and exchanges the code.
+    public let api: any AuthorizationCodeAPI
+    /// What opens the browser.
+    public let launcher: any BrowserLauncher
+    /// The clock the timeout runs on.
+    public let clock: any AuthClock
+    /// Where to listen, what to ask for, how long to wait.
+    public let configuration: Configuration
+
+    /// A browser login through `api`, opening the browser with `launcher`, timed on `clock`.
+    public init(
+        api: any AuthorizationCodeAPI, launcher: any BrowserLauncher = SystemBrowserLauncher(),
+        clock: any AuthClock = SystemClock(),
+        configuration: Configuration = Configuration()
+    ) {
+        self.api = api
+        self.launcher = launcher
+        self.clock = clock
+        self.configuration = configuration
+    }
+
+    /// Runs the login and returns the credentials, which it does not save.
+    ///
+    /// - Parameters:
+    ///   - onEvent: progress, in order; ``BrowserLoginEvent/waitingForBrowser(url:redirectURI:)``
+    ///     carries the URL to show ("If the browser does not open, visit: …").
+    ///   - pastedRedirect: how to read a pasted redirect URL when no browser could be opened; `nil`
+    ///     to wait for the receiver only.
+    /// - Throws: `BrowserLoginError` (`.stateMismatch`, `.issuerMismatch`, `.timedOut`,
+    ///   `.cannotListen`), `LoginError` (`.accessDenied` when the user denied), `TokenVerificationError`
+    ///   (an ID token that does not verify or carries another `nonce`), `ServerError`, `NetworkError`,
+    ///   `ConfigurationError`, `CancellationError`.
+    public func run(
+        onEvent: @escaping @Sendable (BrowserLoginEvent) -> Void = { _ in },
+        pastedRedirect: PasteReader? = nil
+    ) async throws -> Credentials {
+        let receiver = try LoopbackReceiver(
+            addresses: configuration.listenAddresses, allowsNonLoopback: configuration.allowsNonLoopbackListener)
+        defer { receiver.close() }
+        let redirectURI = configuration.redirectURI ?? receiver.defaultRedirectURI
+        guard let redirect = URLParts(redirectURI) else {
+            throw ConfigurationError(
+                .invalidValue,
+                "the redirect URI \"\(printableExcerpt(redirectURI, limit: 200))\" is not an absolute http(s) URL")
+        }
+        let path = String(
+            redirect.pathAndQuery.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "/")
+        let request = try await api.authorizationRequest(redirectURI: redirectURI, options: configuration.authorization)
+        onEvent(.waitingForBrowser(url: request.url, redirectURI: redirectURI))
+
+        let code = try await withThrowingTaskGroup(of: String?.self, returning: String.self) { group in
+            group.addTask {
+                try await receiver.receive(path: path) { query in
+                    CallbackPage.reply(for: request.outcome(ofCallbackQuery: query))
+                }
+            }
+            group.addTask {
+                try await clock.sleep(for: configuration.timeout)
+                throw BrowserLoginError(
+                    .timedOut, "no browser sign-in within \(configuration.timeout.components.seconds) s")
+            }
+            group.addTask {
+                try await openBrowser(for: request, onEvent: onEvent, pastedRedirect: pastedRedirect)
+            }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let code = next { return code }
+            }
+            throw CancellationError()  // not reached: the receiver returns a code or throws
+        }
+        receiver.close()
+        onEvent(.exchangingCode)
+        return try await api.exchangeCode(code, for: request)
+    }
+
+    /// Opens the browser; when none can be opened, reports it and reads pasted redirects until one is
+    /// this login's (its code) or there are no more (`nil`: the receiver may still get the redirect).
+    private func openBrowser(
+        for request: AuthorizationRequest, onEvent: @Sendable (BrowserLoginEvent) -> Void, pastedRedirect: PasteReader?
+    ) async throws -> String? {
+        do {
+            try await launcher.open(request.url)
+            return nil
+        } catch let error as BrowserLoginError where error.code == .browserUnavailable {
+            onEvent(.browserUnavailable(url: request.url, reason: error.message))
+        }
+        guard let pastedRedirect else { return nil }
+        while true {
+            guard let text = try await pastedRedirect(request.url) else { return nil }
+            do {
+                return try PastedRedirect.authorizationCode(from: text, for: request)
+            } catch let error as BrowserLoginError where error.code == .invalidRedirect {
+                onEvent(.pastedRedirectRejected(reason: error.message))
+            }
+        }
+    }
+}
+
+/// What a browser login is doing, for a host to show.
+public enum BrowserLoginEvent: Sendable, Hashable {
+    /// The receiver listens and the browser is being opened with `url`. Show the URL in case the
+    /// browser does not open.
+    case waitingForBrowser(url: String, redirectURI: String)
+    /// No browser could be opened (`reason`): show `url` to open elsewhere; a pasted redirect URL is
+    /// accepted when the caller gave a way to read one, and the receiver keeps listening.
+    case browserUnavailable(url: String, reason: String)
+    /// A pasted text was not a redirect for this login (`reason`); the next paste is read.
+    case pastedRedirectRejected(reason: String)
+    /// The redirect arrived and passed its checks; the code is being exchanged.
+    case exchangingCode
+}

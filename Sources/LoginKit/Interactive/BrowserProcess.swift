@@ -1,0 +1,157 @@
+import LoginKitHTTP
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Starting a browser command with `posix_spawnp` (never Foundation's `Process`, which waits on a
+/// socket that a daemonising child can hold open for ever) and collecting its exit on a thread of
+/// its own, so that nothing is left a zombie and nobody has to wait.
+enum BrowserProcess {
+    /// What the child's standard streams are.
+    enum Streams {
+        /// The caller's terminal, in the caller's process group: a terminal browser from `$BROWSER`.
+        case inherit
+        /// `/dev/null`, in a process group of its own, so the terminal's Ctrl-C does not reach the
+        /// desktop browser that `xdg-open` starts.
+        case detached
+    }
+
+    /// Starts `arguments` (the first is looked up on `PATH`) with `environment`.
+    ///
+    /// - Throws: `BrowserLoginError` `.browserUnavailable` when it cannot be started (not found, not
+    ///   executable) or on a platform where LoginKit does not start browsers.
+    static func start(_ arguments: [String], environment: [String: String], streams: Streams) throws -> ChildExit {
+        guard let name = arguments.first else {
+            throw BrowserLoginError(.browserUnavailable, "the browser command is empty")
+        }
+        #if canImport(Glibc)
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            if case .detached = streams {
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+                posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+                posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+            }
+            closeDescriptorsAbove2(&actions)
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            var noSignals = sigset_t()
+            sigemptyset(&noSignals)
+            var defaults = sigset_t()
+            sigemptyset(&defaults)
+            for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT] { sigaddset(&defaults, signal) }
+            posix_spawnattr_setsigmask(&attributes, &noSignals)
+            posix_spawnattr_setsigdefault(&attributes, &defaults)
+            var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+            if case .detached = streams {
+                flags |= POSIX_SPAWN_SETPGROUP
+                posix_spawnattr_setpgroup(&attributes, 0)
+            }
+            posix_spawnattr_setflags(&attributes, Int16(flags))
+
+            var pid: pid_t = 0
+            let result = withCStrings(arguments) { argv in
+                withCStrings(environment.map { "\($0.key)=\($0.value)" }) { envp in
+                    posix_spawnp(&pid, name, &actions, &attributes, argv, envp)
+                }
+            }
+            guard result == 0 else {
+                throw BrowserLoginError(
+                    .browserUnavailable, "could not start \"\(printableExcerpt(name))\": \(systemErrorMessage(result))")
+            }
+            let child = pid
+            let childExit = ChildExit()
+            let reaping = startDetachedThread {
+                var status: Int32 = 0
+                var reaped = waitpid(child, &status, 0)
+                while reaped == -1 && errno == EINTR { reaped = waitpid(child, &status, 0) }
+                // Reaped by someone else (a host that ignores SIGCHLD): the exit status is unknown; take
+                // the browser as started, as the redirect will tell anyway.
+                guard reaped == child else { return childExit.record(0) }
+                // The exit code, or 128 + the signal that ended it, as a shell reports it.
+                childExit.record((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f))
+            }
+            if !reaping { childExit.record(0) }  // no thread: the child stays a zombie until the process ends
+            return childExit
+        #else
+            throw BrowserLoginError(
+                .browserUnavailable, "LoginKit starts browsers on Linux only; open the URL yourself")
+        #endif
+    }
+
+    #if canImport(Glibc)
+        /// Closes every descriptor above 2 in the child: glibc's `posix_spawn_file_actions_addclosefrom_np`
+        /// (2.34+, not exported to Swift, so looked up at run time). Without it, LoginKit's own descriptors
+        /// are close-on-exec anyway.
+        private static func closeDescriptorsAbove2(_ actions: inout posix_spawn_file_actions_t) {
+            typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+            guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return }
+            _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+        }
+
+        private static func withCStrings<R>(
+            _ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R
+        ) -> R {
+            var pointers = strings.map { strdup($0) }
+            pointers.append(nil)
+            defer { for pointer in pointers { free(pointer) } }
+            return body(pointers)
+        }
+    #endif
+}
+
+/// A started child's exit status, for whoever waits for it.
+final class ChildExit: Sendable {
+    private struct State {
+        var status: Int32?
+        var waiters: [UInt64: CheckedContinuation<Int32, any Error>] = [:]
+        var nextID: UInt64 = 0
+        var cancelledEarly: Set<UInt64> = []
+    }
+    private let state = LockedState(State())
+
+    /// Records the exit status and resumes every waiter.
+    func record(_ status: Int32) {
+        let waiters = state.withLock { state in
+            state.status = status
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(returning: status) }
+    }
+
+    /// Waits for the exit: the exit code, or 128 + the signal that ended it.
+    ///
+    /// - Throws: `CancellationError` when the waiting task is cancelled; the child runs on.
+    func status() async throws -> Int32 {
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+                let immediate = state.withLock { state -> Result<Int32, any Error>? in
+                    if state.cancelledEarly.remove(id) != nil { return .failure(CancellationError()) }
+                    if let status = state.status { return .success(status) }
+                    state.waiters[id] = continuation
+                    return nil
+                }
+                if let immediate { continuation.resume(with: immediate) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Int32, any Error>? in
+                if let waiter = state.waiters.removeValue(forKey: id) { return waiter }
+                if state.status == nil { state.cancelledEarly.insert(id) }
+                return nil
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+}

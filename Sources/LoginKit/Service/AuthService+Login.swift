@@ -1,0 +1,153 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+extension AuthService {
+    public func logIn(for id: User.ID, with password: String) async throws -> User {
+        let epoch = try beginLogin()
+        defer { machine.loginFinished(startedIn: epoch) }
+        logger.debug("login started", metadata: logMetadata.merging(["user": "\(id.rawValue)"]) { $1 })
+        try await checkGate()
+        try await checkStoreIsUsable()
+        try checkNotOvertaken(startedIn: epoch)
+        let credentials: Credentials
+        do {
+            credentials = try await api.logIn(for: id, with: password)
+        } catch let error as LoginError {
+            updateDiagnostics { $0.credentialsRejected = true }
+            logger.notice("login rejected", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+            throw error
+        } catch {
+            logger.warning("login failed", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+            throw error
+        }
+        return try await saveLogin(credentials, loginID: id, startedIn: epoch)
+    }
+
+    /// Logs in with the device authorization grant (RFC 8628): `prompt` shows the user code and
+    /// URI; the service then polls at the provider's interval (+5 s on `slow_down`) until approval,
+    /// denial or expiry. Runs through ``workflows``, so prompts never interleave; when the step's
+    /// turn comes and valid credentials already exist, it returns that user without prompting.
+    ///
+    /// - Throws: `LoginInProgressError`, `LoginError` (denied, expired), `ServerError`
+    ///   `.misconfigured` when the API has no device flow, and what ``logIn(for:with:)`` throws.
+    public func logInWithDevice(scope: String? = nil, prompt: @escaping @Sendable (DeviceAuthorization) async -> Void) async throws -> User {
+        guard let api = api as? any DeviceAuthorizationAPI else {
+            throw ServerError(.misconfigured, "this API does not support the device authorization grant")
+        }
+        let result = try await workflows.run(
+            isNeeded: { ((try? await self.currentUser()) ?? nil) == nil },
+            perform: { try await self.runDeviceLogin(api: api, scope: scope, prompt: prompt) }
+        )
+        if let result { return result }
+        guard let user = try await currentUser() else { throw notLoggedIn() }
+        return user
+    }
+
+    private func runDeviceLogin(api: any DeviceAuthorizationAPI, scope: String?, prompt: @Sendable (DeviceAuthorization) async -> Void) async throws -> User {
+        let epoch = try beginLogin()
+        defer { machine.loginFinished(startedIn: epoch) }
+        try await checkGate()
+        try await checkStoreIsUsable()
+        try checkNotOvertaken(startedIn: epoch)
+        let authorization = try await api.startDeviceAuthorization(scope: scope)
+        await prompt(authorization)
+        var interval = authorization.interval
+        while true {
+            // The provider chooses the interval: never sleep past the code's expiry.
+            try await clock.sleep(for: min(interval, max(.zero, Duration(timeInterval: authorization.expiresAt.timeIntervalSince(clock.now)))))
+            guard clock.now < authorization.expiresAt else {
+                throw LoginError(.deviceCodeExpired, "the device code expired before it was approved; start again")
+            }
+            switch try await api.pollDeviceAuthorization(authorization) {
+            case .pending: continue
+            case .slowDown: interval += .seconds(5)
+            case .authorized(let credentials):
+                return try await saveLogin(credentials, loginID: User.ID(rawValue: authorization.userCode), startedIn: epoch)
+            }
+        }
+    }
+
+    /// Logs the client itself in (client credentials grant), for services. The profile's user is
+    /// the client ID.
+    ///
+    /// - Throws: `ServerError` `.misconfigured` when the API has no client-credentials grant, and
+    ///   what ``logIn(for:with:)`` throws.
+    @discardableResult
+    public func logInAsClient(scope: String? = nil) async throws -> User {
+        guard let api = api as? any ClientCredentialsAPI else {
+            throw ServerError(.misconfigured, "this API does not support the client credentials grant")
+        }
+        let epoch = try beginLogin()
+        defer { machine.loginFinished(startedIn: epoch) }
+        try await checkGate()
+        try await checkStoreIsUsable()
+        try checkNotOvertaken(startedIn: epoch)
+        let credentials = try await api.clientCredentials(scope: scope)
+        var attributes = ["grant": "client_credentials"]
+        if let scope { attributes["scope"] = scope }
+        let clientID = User.ID(rawValue: api.source.clientID ?? "client")
+        return try await saveLogin(credentials, loginID: clientID, attributes: attributes, usesIDTokenSubject: false, startedIn: epoch)
+    }
+
+    /// A logout that began while the login prepared means: send nothing.
+    private func checkNotOvertaken(startedIn epoch: UInt64) throws {
+        guard machine.loginSucceeded(startedIn: epoch) == .save else {
+            throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began before the login was sent; nothing was sent")
+        }
+    }
+
+    /// Asks the machine whether a login may start.
+    private func beginLogin() throws -> UInt64 {
+        switch machine.loginRequested() {
+        case .start(let epoch):
+            return epoch
+        case .refuse(let reason):
+            logger.debug("login refused: \(reason)", metadata: logMetadata)
+            throw LoginInProgressError()
+        }
+    }
+
+    /// Fails before any credentials are sent when the store could not keep what the provider
+    /// would issue (unsafe permissions, a sealed file without its key, a directory it cannot use).
+    private func checkStoreIsUsable() async throws {
+        try await store.withExclusiveAccess(to: profileName) { _ in }
+    }
+
+    /// Saves a login's credentials, reports it and returns its user. When a logout began meanwhile
+    /// or the save fails, the credentials are revoked (best effort) rather than left valid and unknown.
+    private func saveLogin(
+        _ credentials: Credentials, loginID: User.ID, attributes: [String: String] = [:], usesIDTokenSubject: Bool = true,
+        startedIn epoch: UInt64
+    ) async throws -> User {
+        var credentials = credentials
+        credentials.issuedAt = clock.now  // received now
+        guard machine.loginSucceeded(startedIn: epoch) == .save else {
+            _ = await revokeBounded(credentials)
+            throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began during the login; the new credentials were revoked")
+        }
+        let userID = usesIDTokenSubject ? User(credentials: credentials, fallbackID: loginID).id : loginID
+        let profile = StoredProfile(credentials: credentials, source: api.source, userID: userID.rawValue, attributes: attributes, updatedAt: clock.now)
+        do {
+            try await store.save(profile, as: profileName)
+        } catch {
+            logger.error("the login's credentials could not be saved; revoking them", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+            _ = await revokeBounded(credentials)
+            throw error
+        }
+        guard machine.loginSucceeded(startedIn: epoch) == .save else {
+            // The logout that began during the save revokes and deletes what was saved: it takes
+            // the store's lock after this save released it.
+            throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began during the login")
+        }
+        lastKnownProfile = profile
+        updateDiagnostics { $0 = AuthDiagnostics() }
+        let user = User(profile: profile)
+        logger.debug("logged in", metadata: logMetadata.merging(["user": "\(user.id.rawValue)", "idToken": "\(credentials.idToken != nil)"]) { $1 })
+        eventBroadcaster.emit(.loggedIn(user))
+        restartProactiveRefresh()
+        return user
+    }
+}

@@ -1,0 +1,375 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import LoginKitHTTP
+import LoginKitJOSE
+
+extension AuthService {
+    /// Credentials valid for at least `minimumValidity` (and beyond the mandatory window),
+    /// refreshing them — once, shared by every caller and process — when needed.
+    ///
+    /// A caller never refreshes credentials issued after its request began, and a caller whose
+    /// wait ends with credentials someone else just refreshed takes them: one refresh per expiry.
+    /// A `minimumValidity` beyond what the provider grants is met by a freshly issued token.
+    /// Cancelling the caller ends only its own wait.
+    ///
+    /// - Throws: `LoginRequiredError` (no profile, the refresh token was rejected, the profile is
+    ///   another provider's, a logout began), `ServerError`/`NetworkError` when refreshing kept
+    ///   failing and the old credentials had expired, `UpgradeRequiredError`,
+    ///   `TokenVerificationError`, `TokenStoreError`.
+    public func validCredentials(minimumValidity: Duration) async throws -> Credentials {
+        try await valid(.any, minimumValidity: minimumValidity)
+    }
+
+    /// A valid ID token. See ``validCredentials(minimumValidity:)``.
+    ///
+    /// - Throws: also `LoginRequiredError` `.noIDToken` when the provider issued no ID token (use
+    ///   ``validAccessToken(minimumValidity:)``, which works with every provider).
+    public func validIDToken(minimumValidity: Duration) async throws -> IDToken {
+        let credentials = try await valid(.idToken, minimumValidity: minimumValidity)
+        guard let idToken = credentials.idToken else {
+            throw LoginRequiredError(.noIDToken, profile: profileName, "the provider issued no ID token for this profile; use the access token")
+        }
+        return idToken
+    }
+
+    /// A valid access token. See ``validCredentials(minimumValidity:)``.
+    public func validAccessToken(minimumValidity: Duration) async throws -> String {
+        let credentials = try await valid(.accessToken, minimumValidity: minimumValidity)
+        guard let accessToken = credentials.accessToken else {
+            throw LoginRequiredError(.noAccessToken, profile: profileName, "the provider issued no access token for this profile")
+        }
+        return accessToken
+    }
+
+    func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> Credentials {
+        let decision = RefreshDecision(
+            advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
+            kind: kind, minimumValidity: minimumValidity, requestStart: clock.now
+        )
+        let epoch = machine.epoch
+        let profile: StoredProfile
+        do {
+            guard let stored = try await store.profile(named: profileName) else {
+                if machine.epoch == epoch { lastKnownProfile = nil }
+                updateDiagnostics { $0.loginRequired = true }
+                throw notLoggedIn()
+            }
+            profile = stored
+        } catch let error as TokenStoreError where error.code == .unavailable {
+            // The store's database is unreachable: credentials this service already had are served
+            // while they need no refresh; a refresh needs the store's lock, so it waits.
+            guard machine.mayHandOut(startedIn: epoch), let known = lastKnownProfile, decision.verdict(for: known, now: clock.now) != .refresh else {
+                throw error
+            }
+            logger.warning("the store is unavailable; serving the credentials held in memory", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+            return known.credentials
+        }
+        let verdict = decision.verdict(for: profile, now: clock.now)
+        reportIfUngrantable(decision, profile)
+        switch machine.tokenRequested(startedIn: epoch, verdict: verdict) {
+        case .serve:
+            lastKnownProfile = profile
+            return profile.credentials
+        case .serveAndRefresh(let start):
+            lastKnownProfile = profile
+            if start { startRefresh(firstSeen: profile, decision: decision, epoch: epoch) }
+            return profile.credentials
+        case .waitForRefresh(let start):
+            if start { startRefresh(firstSeen: profile, decision: decision, epoch: epoch) }
+            return try await waitForRefresh(kind: kind, startedIn: epoch)
+        case .loggedOut:
+            throw loggedOut()
+        }
+    }
+
+    /// Waits for the shared refresh, then checks again that what it brought may be handed out: a
+    /// logout may have begun while this caller hopped back onto the actor, and a refresh may have
+    /// brought no new token of the kind asked (no new ID token) or one that has already expired.
+    private func waitForRefresh(kind: TokenKind, startedIn epoch: UInt64) async throws -> Credentials {
+        guard let flight = currentRefresh?.flight else { throw notLoggedIn() }
+        let credentials = try await flight.wait()
+        guard machine.mayHandOut(startedIn: epoch) else { throw loggedOut() }
+        if let expiry = kind.expiry(of: credentials), expiry <= clock.now {
+            throw LoginRequiredError(
+                .cannotRefresh, profile: profileName,
+                kind == .idToken
+                    ? "the provider's refresh brought no new ID token and the stored one has expired; log in again"
+                    : "the provider's refresh brought credentials that have already expired; log in again")
+        }
+        return credentials
+    }
+
+    func loggedOut() -> LoginRequiredError {
+        LoginRequiredError(.loggedOut, profile: profileName, "the profile \"\(profileName)\" was logged out; log in again")
+    }
+
+    /// The sessions' refresh: through the same machine and flight as every other refresh.
+    func refreshProactively(firstSeen: StoredProfile) async throws -> Credentials {
+        var decision = RefreshDecision(
+            advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
+            kind: .any, minimumValidity: .zero, requestStart: clock.now
+        )
+        decision.isProactive = true
+        let epoch = machine.epoch
+        switch machine.tokenRequested(startedIn: epoch, verdict: .refresh) {
+        case .waitForRefresh(let start):
+            if start { startRefresh(firstSeen: firstSeen, decision: decision, epoch: epoch) }
+            return try await waitForRefresh(kind: .any, startedIn: epoch)
+        case .loggedOut:
+            throw loggedOut()
+        case .serve, .serveAndRefresh:
+            return firstSeen.credentials
+        }
+    }
+
+    func notLoggedIn() -> LoginRequiredError {
+        LoginRequiredError(.notLoggedIn, profile: profileName, "not logged in (profile \"\(profileName)\"); log in first")
+    }
+
+    /// Says once per asked validity that the provider grants less.
+    private func reportIfUngrantable(_ decision: RefreshDecision, _ profile: StoredProfile) {
+        guard decision.minimumValidity > .zero, let expiry = decision.kind.expiry(of: profile.credentials) else { return }
+        let lifetime = RefreshDecision.lifetime(of: profile, expiry: expiry)
+        guard RefreshDecision.grantable(decision.minimumValidity, lifetime: lifetime).capped,
+            reportedUngrantable.insert(decision.minimumValidity).inserted
+        else { return }
+        logger.notice(
+            "the provider grants \(Int(lifetime.rounded())) s; \(Int(decision.minimumValidity.timeInterval)) s was asked: a freshly issued token is served",
+            metadata: logMetadata)
+    }
+
+    /// The running shared refresh, its task and the epoch it started in.
+    struct RunningRefresh: Sendable {
+        let flight: Flight<Credentials>
+        let task: Task<Void, Never>
+    }
+
+    /// Starts the shared refresh (the machine said so). Its task is owned by the service:
+    /// ``shutdown()`` awaits it and ``logOut()`` cancels and awaits it.
+    private func startRefresh(firstSeen: StoredProfile, decision: RefreshDecision, epoch: UInt64) {
+        let flight = Flight<Credentials>()
+        logger.debug("refresh started", metadata: logMetadata)
+        updateDiagnostics { $0.refreshInProgress = true }
+        let task = Task {
+            let outcome = await self.refreshWithDeadline(firstSeen: firstSeen, decision: decision, epoch: epoch)
+            self.finishRefresh(flight, outcome, startedIn: epoch)
+        }
+        currentRefresh = RunningRefresh(flight: flight, task: task)
+    }
+
+    private func finishRefresh(_ flight: Flight<Credentials>, _ outcome: Result<Credentials, any Error>, startedIn epoch: UInt64) {
+        if currentRefresh?.flight === flight { currentRefresh = nil }
+        var outcome = outcome
+        switch machine.refreshFinished(startedIn: epoch) {
+        case .deliver:
+            break
+        case .loggedOut:
+            outcome = .failure(LoginRequiredError(.loggedOut, profile: profileName, "the profile \"\(profileName)\" was logged out during the refresh; log in again"))
+        }
+        switch outcome {
+        case .success: logger.debug("refresh finished", metadata: logMetadata)
+        case .failure(let error): logger.warning("refresh failed", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+        }
+        updateDiagnostics { diagnostics in
+            diagnostics.refreshInProgress = false
+            switch outcome {
+            case .success:
+                diagnostics.serverUnreachable = false
+                diagnostics.credentialsRejected = false
+                diagnostics.loginRequired = false
+            case .failure(let error as LoginRequiredError):
+                diagnostics.loginRequired = true
+                diagnostics.credentialsRejected = error.code == .credentialsRejected
+            case .failure(is NetworkError), .failure(is ServerError):
+                diagnostics.serverUnreachable = true
+            case .failure(is UpgradeRequiredError):
+                diagnostics.upgradeRequired = true
+            case .failure:
+                break
+            }
+        }
+        flight.finish(with: outcome)
+    }
+
+    /// The refresh, bounded by `refreshTimeout` (the store's lock wait included: it is cancellable).
+    /// When the deadline passes while the credentials first seen are still valid, they are served:
+    /// a provider that hangs is a transient failure.
+    private func refreshWithDeadline(firstSeen: StoredProfile, decision: RefreshDecision, epoch: UInt64) async -> Result<Credentials, any Error> {
+        let clock = self.clock
+        let timeout = configuration.refreshTimeout
+        return await withTaskGroup(of: Result<Credentials, any Error>?.self) { group in
+            group.addTask {
+                do { return .success(try await self.performRefresh(firstSeen: firstSeen, decision: decision, epoch: epoch)) } catch { return .failure(error) }
+            }
+            group.addTask {
+                do { try await clock.sleep(for: timeout) } catch { return nil }
+                if let expiry = decision.kind.expiry(of: firstSeen.credentials), expiry > clock.now { return .success(firstSeen.credentials) }
+                return .failure(NetworkError(.timedOut, "the token refresh took longer than \(timeout); try again"))
+            }
+            defer { group.cancelAll() }
+            while let next = await group.next() {
+                if let next { return next }
+            }
+            return .failure(CancellationError())
+        }
+    }
+
+    /// What the locked part of a refresh decided.
+    enum Outcome: Sendable {
+        case refreshed(Credentials)
+        case tookStored(Credentials)
+        case rejected
+        case keptOld(Credentials)
+    }
+
+    /// Under the store's lock: re-read; if another task or process already refreshed, take that;
+    /// else refresh (with retries) and save before anyone gets the new credentials.
+    private func performRefresh(firstSeen: StoredProfile, decision: RefreshDecision, epoch: UInt64) async throws -> Credentials {
+        var refreshed: Credentials?
+        let outcome: Outcome
+        do {
+            outcome = try await store.withExclusiveAccess(to: profileName) { transaction -> Outcome in
+                guard var stored = transaction[profileName] else { throw notLoggedIn() }
+                guard decision.mustRefresh(stored: stored, firstSeen: firstSeen, now: clock.now) else {
+                    return .tookStored(stored.credentials)  // someone else refreshed meanwhile
+                }
+                try checkSource(of: stored)
+                try await checkGate()
+                switch try await refreshRetrying(stored) {
+                case .refreshed(var credentials):
+                    try Self.checkSameSubject(credentials, replacing: stored.credentials)
+                    credentials.issuedAt = clock.now  // received now: the APIs carry the old stamp over
+                    refreshed = credentials
+                    stored.credentials = credentials
+                    stored.updatedAt = clock.now
+                    transaction[profileName] = stored  // saved before any caller sees it (rotation-safe)
+                    if machine.mayHandOut(startedIn: epoch) { lastKnownProfile = stored }
+                    return .refreshed(credentials)
+                case .rejected:
+                    transaction[profileName] = nil
+                    return .rejected
+                case let other:
+                    return other
+                }
+            }
+        } catch let error as TokenStoreError {
+            if let refreshed {
+                logger.error("the refreshed credentials could not be saved; serving them anyway", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+                eventBroadcaster.emit(.storeFailed(error))  // the caller still gets the fresh token
+                return refreshed
+            }
+            if [.lockFailed, .lockTimedOut].contains(error.code), let expiry = decision.kind.expiry(of: firstSeen.credentials), expiry > clock.now {
+                logger.warning("the store's lock could not be taken; serving the still-valid credentials", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+                return firstSeen.credentials
+            }
+            throw error
+        }
+        switch outcome {
+        case .refreshed(let credentials):
+            logger.debug("refreshed", metadata: logMetadata)
+            eventBroadcaster.emit(.refreshed)
+            return credentials
+        case .tookStored(let credentials):
+            logger.debug("took the credentials another task or process had just refreshed", metadata: logMetadata)
+            return credentials
+        case .keptOld(let credentials):
+            logger.warning("refreshing keeps failing; serving the old credentials while they are valid", metadata: logMetadata)
+            return credentials
+        case .rejected:
+            logger.notice("the provider rejected the refresh token; the profile needs a new login", metadata: logMetadata)
+            eventBroadcaster.emit(.credentialsRejected)
+            throw LoginRequiredError(.credentialsRejected, profile: profileName, "the provider rejected the stored credentials; log in again")
+        }
+    }
+
+    /// Whether credentials from `source` belong to the provider and client this service's API
+    /// talks to: only then may their tokens be sent to it (refresh, revocation).
+    func isIssuedHere(_ source: CredentialSource) -> Bool {
+        func normalized(_ endpoint: String) -> String {
+            endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        }
+        let here = api.source
+        return here.kind == source.kind && normalized(here.endpoint) == normalized(source.endpoint) && here.clientID == source.clientID
+    }
+
+    /// "oauth2 https://issuer (client cli)", escaped for messages.
+    static func describe(_ source: CredentialSource) -> String {
+        "\(source.kind.rawValue) \(printableExcerpt(source.endpoint, limit: 200)) (client \(printableExcerpt(source.clientID ?? "none", limit: 100)))"
+    }
+
+    /// Refuses to send a refresh token to another provider or client than the one that issued it.
+    private func checkSource(of stored: StoredProfile) throws {
+        guard !isIssuedHere(stored.source) else { return }
+        throw LoginRequiredError(
+            .sourceMismatch, profile: profileName,
+            "profile \"\(profileName)\" was issued by \(Self.describe(stored.source)), but this service is configured for \(Self.describe(api.source)); nothing was sent. Log in again, or use the configuration the profile was logged in with")
+    }
+
+    /// OpenID Connect Core §12.2: a refreshed ID token names the same issuer, subject and audience.
+    static func checkSameSubject(_ new: Credentials, replacing old: Credentials) throws(TokenVerificationError) {
+        guard let newToken = new.idToken, let oldToken = old.idToken, newToken != oldToken else { return }
+        let newClaims = try newToken.unverifiedClaims()
+        guard let oldClaims = try? oldToken.unverifiedClaims() else { return }
+        guard newClaims.issuer == oldClaims.issuer, newClaims.subject == oldClaims.subject,
+            Set(newClaims.audience) == Set(oldClaims.audience)
+        else {
+            throw TokenVerificationError(
+                .subjectChanged, "the refreshed ID token names another issuer, subject or audience than the one it replaces; nothing was saved")
+        }
+    }
+
+    /// Calls the API, retrying transient failures with jittered exponential backoff (honouring
+    /// `Retry-After`), bounded. A rejected refresh token is re-read from the store first: another
+    /// process may have rotated it.
+    private func refreshRetrying(_ stored: StoredProfile) async throws -> Outcome {
+        var attempt = 0
+        while true {
+            do {
+                if stored.attributes["grant"] == "client_credentials", stored.credentials.refreshToken == nil,
+                    let api = api as? any ClientCredentialsAPI
+                {
+                    return .refreshed(try await api.clientCredentials(scope: stored.attributes["scope"]))
+                }
+                return .refreshed(try await api.refresh(stored.credentials))
+            } catch let error as LoginError where error.code == .refreshTokenRejected {
+                // A failed read is not "not rotated": it throws, and the profile stays.
+                if let current = try await store.profile(named: profileName),
+                    current.credentials.refreshToken != stored.credentials.refreshToken
+                {
+                    return .tookStored(current.credentials)  // rotated elsewhere: theirs is the live one
+                }
+                return .rejected
+            } catch let error as LoginRequiredError {
+                throw LoginRequiredError(error.code, profile: profileName, error.message, underlying: error.underlying)
+            } catch {
+                guard Self.isTransient(error), attempt < configuration.maximumRetries else {
+                    if Self.isTransient(error), let expiry = stored.credentials.expiresAt, expiry > clock.now {
+                        return .keptOld(stored.credentials)  // still valid: serve it rather than fail
+                    }
+                    throw error
+                }
+                try await clock.sleep(for: backoff(attempt: attempt, retryAfter: (error as? ServerError)?.retryAfter))
+                attempt += 1
+            }
+        }
+    }
+
+    static func isTransient(_ error: any Error) -> Bool {
+        if let error = error as? ServerError { return error.isTransient }
+        if let error = error as? NetworkError {
+            return [.connectFailed, .timedOut, .connectionLost, .hostNotFound].contains(error.code)
+        }
+        return false
+    }
+
+    /// Full jitter: a random wait in [0, min(max, initial × 2^attempt)]; `Retry-After` when longer.
+    func backoff(attempt: Int, retryAfter: Duration?) -> Duration {
+        let ceiling = min(configuration.maximumBackoff.timeInterval, configuration.initialBackoff.timeInterval * Double(1 << min(attempt, 20)))
+        let jittered = Double.random(in: 0...max(ceiling, 0.001))
+        let wait = max(jittered, retryAfter?.timeInterval ?? 0)
+        return Duration(timeInterval: min(wait, configuration.maximumBackoff.timeInterval))
+    }
+}

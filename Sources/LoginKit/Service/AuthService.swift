@@ -1,0 +1,178 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+public import Logging
+import LoginKitHTTP
+
+/// Logs in, hands out valid tokens to any number of concurrent callers, and refreshes them exactly
+/// once when due — in this process and, through the store's lock, across processes.
+///
+/// - ``logIn(for:with:)``: a second call while one is in flight fails at once with
+///   `LoginInProgressError` and sends nothing. Credentials are saved, then ``events`` reports the
+///   login, then the call returns. A password is never retried.
+/// - ``validCredentials(minimumValidity:)``, ``validAccessToken(minimumValidity:)``,
+///   ``validIDToken(minimumValidity:)``: the stored credentials while they stay valid; in the advisory
+///   window a background refresh starts and the current token is served; in the mandatory window
+///   (or with less than `minimumValidity` left) callers wait for the one shared refresh. A caller
+///   never refreshes credentials issued after its request began (docs/refresh.md).
+/// - ``logOut()``: cancels and awaits a running refresh, revokes what the store holds under its
+///   lock, deletes it; nobody gets credentials from before the logout afterwards.
+/// - ``session(goal:)``: proactive refresh while any session is held, with ``AuthDiagnostics``.
+/// - ``shutdown()`` (or ``run()`` under a service group): stops background work and awaits a refresh
+///   whose request has left, so that a rotated refresh token is saved before the process exits.
+///
+/// Concurrency contract: an actor whose state is one `AuthStateMachine` value, consulted before
+/// the first `await` of every operation and again after each one.
+public actor AuthService: AuthServiceProtocol {
+    /// Windows, retries and timeouts.
+    public struct Configuration: Sendable {
+        /// Before expiry, a refresh starts in the background while the current token is served.
+        /// Default 5 minutes (at most half the token's lifetime).
+        public var advisoryWindow: Duration = .seconds(300)
+        /// Before expiry, callers wait for the refresh. Default 60 s (at most a quarter of the lifetime).
+        public var mandatoryWindow: Duration = .seconds(60)
+        /// Retries of a transient refresh failure (network, 5xx, 429). Default 3.
+        public var maximumRetries = 3
+        /// The first backoff; it doubles per retry, with full jitter, up to `maximumBackoff`. Default 1 s.
+        public var initialBackoff: Duration = .seconds(1)
+        /// The longest single wait, `Retry-After` included. Default 30 s.
+        public var maximumBackoff: Duration = .seconds(30)
+        /// The shared refresh's own deadline, the store's lock and retries included. Default 60 s.
+        public var refreshTimeout: Duration = .seconds(60)
+        /// How long logout waits for revocation before deleting the profile anyway. Default 5 s.
+        public var revocationTimeout: Duration = .seconds(5)
+        /// Where logins, refreshes and logouts are logged (debug: each step and outcome; notice:
+        /// rejected credentials; warning and error: failures). Never a password, token or secret.
+        /// Default: a logger that discards everything; hand in the host's.
+        public var logger = Logger(label: "loginkit.auth", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// The defaults documented on each property.
+        public init() {}
+    }
+
+    /// The API.
+    public nonisolated let api: any AuthAPI
+    /// The store.
+    public nonisolated let store: any TokenStore
+    /// The profile this service manages.
+    public nonisolated let profileName: String
+    /// The configuration.
+    public nonisolated let configuration: Configuration
+    /// Interactive steps (device-code prompts) run one at a time through this queue.
+    public nonisolated let workflows: AuthWorkflowQueue
+    nonisolated let clock: any AuthClock
+    nonisolated var logger: Logger { configuration.logger }
+    nonisolated let eventBroadcaster = Broadcaster<AuthEvent>()
+    nonisolated let diagnosticsBroadcaster = Broadcaster<AuthDiagnostics>()
+    /// Checked before every login and refresh, when set (see `VersionGate`).
+    nonisolated let gate: (any AuthGate)?
+    /// The proactive-refresh loop and session bookkeeping.
+    nonisolated let background = TaskOwner()
+
+    var machine = AuthStateMachine()
+    /// The one refresh of the profile, shared by every waiter (present exactly while
+    /// `machine.isRefreshing`).
+    var currentRefresh: RunningRefresh?
+    var diagnostics = AuthDiagnostics()
+    var sessionGoals: [UInt64: AuthSession.Goal] = [:]
+    var nextSessionID: UInt64 = 0
+    var proactiveRefresh: Task<Void, Never>?
+    /// The profile as last read or written, served while the store is `.unavailable` and its
+    /// credentials stay fresh.
+    var lastKnownProfile: StoredProfile?
+    /// Minimum validities already reported as beyond what the provider grants (logged once each).
+    var reportedUngrantable: Set<Duration> = []
+
+    /// A service for `profile` in `store`, logging in and refreshing through `api`.
+    public init(
+        api: any AuthAPI,
+        store: any TokenStore,
+        profile: String = "default",
+        clock: any AuthClock = SystemClock(),
+        configuration: Configuration = Configuration(),
+        workflows: AuthWorkflowQueue = AuthWorkflowQueue(),
+        gate: (any AuthGate)? = nil
+    ) {
+        self.api = api
+        self.store = store
+        self.profileName = profile
+        self.clock = clock
+        self.configuration = configuration
+        self.workflows = workflows
+        self.gate = gate
+    }
+
+    /// Every event from now on, for as long as the stream is kept. Any number of subscribers.
+    public nonisolated var events: AsyncStream<AuthEvent> {
+        eventBroadcaster.subscribe()
+    }
+
+    /// The logged-in user: `User.id` is the ID the profile was logged in as (the ID token's `sub`
+    /// when the login brought one, else the login ID; for a client-credentials profile, the client
+    /// ID), and never changes on refresh. `nil` when no profile is stored.
+    ///
+    /// - Throws: `TokenStoreError` when the store cannot be read (that is not "logged out").
+    public func currentUser() async throws -> User? {
+        guard let profile = try await store.profile(named: profileName) else { return nil }
+        return User(profile: profile)
+    }
+
+    // MARK: Lifecycle
+
+    /// Stops background work (proactive refresh) and waits for a refresh whose request may have
+    /// left, so that rotated tokens are saved before the process exits. Token calls keep working
+    /// afterwards, without background refreshes. Short-lived programs (a CLI) call this before
+    /// they exit.
+    public func shutdown() async {
+        proactiveRefresh?.cancel()
+        proactiveRefresh = nil
+        await background.shutdown(cancelling: true)
+        await currentRefresh?.task.value
+    }
+
+    /// Runs until the calling task is cancelled (a service group's graceful shutdown), then
+    /// ``shutdown()``.
+    public func run() async {
+        await Self.waitForCancellation()
+        await shutdown()
+    }
+
+    private static func waitForCancellation() async {
+        let (never, continuation) = AsyncStream<Never>.makeStream()
+        await withTaskCancellationHandler {
+            for await _ in never {}
+        } onCancel: {
+            continuation.finish()
+        }
+    }
+
+    /// Runs the version gate, recording a refusal in the diagnostics.
+    func checkGate() async throws {
+        do {
+            try await gate?.check()
+        } catch let error as UpgradeRequiredError {
+            updateDiagnostics { $0.upgradeRequired = true }
+            throw error
+        }
+    }
+
+    // MARK: Diagnostics
+
+    func updateDiagnostics(_ change: (inout AuthDiagnostics) -> Void) {
+        var updated = diagnostics
+        change(&updated)
+        guard updated != diagnostics else { return }
+        diagnostics = updated
+        diagnosticsBroadcaster.emit(updated)
+    }
+
+    var logMetadata: Logger.Metadata { ["profile": "\(profileName)"] }
+}
+
+/// A check that may forbid logins and refreshes (the version gate).
+public protocol AuthGate: Sendable {
+    /// Throws (an `UpgradeRequiredError`) when logins and refreshes must not happen.
+    func check() async throws
+}

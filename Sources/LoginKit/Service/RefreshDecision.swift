@@ -1,0 +1,88 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Which expiry a caller cares about.
+enum TokenKind: Sendable, Hashable {
+    case any, idToken, accessToken
+
+    func expiry(of credentials: Credentials) -> Date? {
+        switch self {
+        case .any, .accessToken: credentials.expiresAt
+        case .idToken: credentials.idTokenExpiresAt ?? credentials.expiresAt
+        }
+    }
+}
+
+/// The refresh decision as a pure function of what is stored, what the caller asked and when
+/// (docs/refresh.md). `AuthService` carries it out; it never looks at anything else.
+///
+/// The rules:
+/// - Windows never exceed a share of the credentials' lifetime (issue to expiry): advisory ≤ ½,
+///   mandatory ≤ ¼, so short-lived tokens are not refreshed the moment they arrive.
+/// - A minimum validity the provider cannot grant is capped at 90 % of the lifetime: a freshly
+///   issued token satisfies it.
+/// - A caller never refreshes credentials issued after its request began, whichever task or
+///   process refreshed them, as long as they have not expired.
+struct RefreshDecision: Sendable, Hashable {
+    /// What the caller gets.
+    enum Verdict: Sendable, Hashable {
+        /// The stored credentials as they are.
+        case serve
+        /// The stored credentials, and a refresh starts in the background.
+        case serveAndRefresh
+        /// The caller waits for the one shared refresh.
+        case refresh
+    }
+
+    var advisoryWindow: Duration
+    var mandatoryWindow: Duration
+    var kind: TokenKind
+    var minimumValidity: Duration
+    /// When the caller's request began.
+    var requestStart: Date
+    /// A proactive refresh (sessions): under the lock it refreshes unless someone else already did.
+    var isProactive = false
+
+    /// The verdict for `profile` at `now`.
+    func verdict(for profile: StoredProfile, now: Date) -> Verdict {
+        let credentials = profile.credentials
+        guard let expiry = kind.expiry(of: credentials) else { return .serve }  // never expires
+        let remaining = expiry.timeIntervalSince(now)
+        if remaining > 0, Self.issuedAt(profile) >= requestStart { return .serve }
+        let lifetime = Self.lifetime(of: profile, expiry: expiry)
+        let mandatory = min(mandatoryWindow.timeInterval, lifetime / 4)
+        let advisory = min(advisoryWindow.timeInterval, lifetime / 2)
+        let mustHave = max(Self.grantable(minimumValidity, lifetime: lifetime).seconds, mandatory)
+        if remaining > max(mustHave, advisory) { return .serve }
+        return remaining > mustHave ? .serveAndRefresh : .refresh
+    }
+
+    /// Under the store's lock, with `stored` as read there: whether the refresh the caller came
+    /// for is still needed, given `firstSeen`, what the caller read before.
+    func mustRefresh(stored: StoredProfile, firstSeen: StoredProfile, now: Date) -> Bool {
+        guard let expiry = kind.expiry(of: stored.credentials) else { return false }
+        let unexpired = expiry > now
+        if unexpired, stored.credentials != firstSeen.credentials { return false }  // refreshed meanwhile
+        return isProactive || verdict(for: stored, now: now) != .serve
+    }
+
+    /// `minimumValidity`, capped at 90 % of `lifetime`; `capped` says whether it was.
+    static func grantable(_ minimumValidity: Duration, lifetime: TimeInterval) -> (seconds: TimeInterval, capped: Bool) {
+        let asked = minimumValidity.timeInterval
+        let ceiling = lifetime * 0.9
+        return asked > ceiling ? (ceiling, true) : (asked, false)
+    }
+
+    /// When `profile`'s credentials were issued: their own stamp, else the profile's last write.
+    static func issuedAt(_ profile: StoredProfile) -> Date {
+        profile.credentials.issuedAt ?? profile.updatedAt
+    }
+
+    /// Seconds from issue to `expiry` (0 when the stamps are inconsistent).
+    static func lifetime(of profile: StoredProfile, expiry: Date) -> TimeInterval {
+        max(0, expiry.timeIntervalSince(issuedAt(profile)))
+    }
+}

@@ -1,0 +1,258 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What identifies one version of the store file: a rename gives a new inode, a rewrite a new
+/// mtime or size, a `chmod`/`chown` a new ctime. Compared before cached contents are handed out, so
+/// permissions are re-checked whenever they change.
+struct FileIdentity: Hashable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+    let modificationSeconds: Int
+    let modificationNanoseconds: Int
+    let changeSeconds: Int
+    let changeNanoseconds: Int
+    let size: Int64
+}
+
+/// The POSIX operations the file store needs, each failing with a `TokenStoreError` that names
+/// the path and the errno text.
+enum StoreFileSystem {
+    /// The largest store file read: 16 MiB (a store holds a few KiB per profile).
+    static let maximumFileSize = 16 * 1024 * 1024
+
+    static func errnoText(_ code: Int32) -> String {
+        String(cString: strerror(code))
+    }
+
+    static func ioError(_ action: String, _ path: String, _ code: Int32 = errno) -> TokenStoreError {
+        TokenStoreError(.io, path: path, "could not \(action) \(path): \(errnoText(code))", errno: code)
+    }
+
+    /// The identity of `path`, or `nil` when it does not exist.
+    static func identity(of path: String) throws(TokenStoreError) -> FileIdentity? {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno == ENOENT { return nil }
+            throw ioError("inspect", path)
+        }
+        return identity(info)
+    }
+
+    static func identity(_ info: stat) -> FileIdentity {
+        FileIdentity(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+            modificationSeconds: Int(info.st_mtim.tv_sec), modificationNanoseconds: Int(info.st_mtim.tv_nsec),
+            changeSeconds: Int(info.st_ctim.tv_sec), changeNanoseconds: Int(info.st_ctim.tv_nsec),
+            size: Int64(info.st_size)
+        )
+    }
+
+    /// Refuses a file or directory that another user owns, or that group/others may read
+    /// (`forbiddenBits` 0o077 for files) or write (0o022 for directories).
+    static func checkOwnership(_ info: stat, path: String, forbiddenBits: mode_t, fix: String) throws(TokenStoreError) {
+        guard info.st_uid == geteuid() else {
+            throw TokenStoreError(
+                .wrongOwner, path: path,
+                "\(path) belongs to another user (uid \(info.st_uid)); LoginKit only uses token files you own. Move it away or fix its owner."
+            )
+        }
+        let mode = info.st_mode & 0o777
+        guard mode & forbiddenBits == 0 else {
+            throw TokenStoreError(
+                .insecurePermissions, path: path,
+                "\(path) is accessible by other users (mode \(String(mode, radix: 8))); run `\(fix)` and log in again if you think the tokens leaked."
+            )
+        }
+    }
+
+    /// Reads the whole file, checking owner and permissions on the open descriptor.
+    /// `nil` when the file does not exist.
+    static func readFile(_ path: String) throws(TokenStoreError) -> (FileIdentity, [UInt8])? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            if errno == ELOOP {
+                throw TokenStoreError(.insecurePermissions, path: path, "\(path) is a symbolic link; LoginKit reads only regular files")
+            }
+            throw ioError("open", path)
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw ioError("inspect", path) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw TokenStoreError(.corrupt, path: path, "\(path) is not a regular file")
+        }
+        try checkOwnership(info, path: path, forbiddenBits: 0o077, fix: "chmod 600 \(path)")
+        guard Int(info.st_size) <= maximumFileSize else {
+            throw TokenStoreError(.corrupt, path: path, "\(path) is larger than \(maximumFileSize) bytes; it is not a token store")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { buffer in
+                read(descriptor, buffer.baseAddress! + offset, buffer.count - offset)  // non-empty: count > offset
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ioError("read", path)
+            }
+            if count == 0 { break }  // shrank while reading: what we have is checked by the parser
+            offset += count
+        }
+        bytes.removeSubrange(offset...)
+        return (identity(info), bytes)
+    }
+
+    /// Creates `directory` (and missing parents) with mode 0700, and checks the final directory.
+    static func ensureDirectory(_ directory: String) throws(TokenStoreError) {
+        var info = stat()
+        if stat(directory, &info) != 0 {
+            guard errno == ENOENT else { throw ioError("inspect", directory) }
+            let parent = parentDirectory(of: directory)
+            if parent != directory { try ensureDirectory(parent) }
+            if mkdir(directory, 0o700) != 0 && errno != EEXIST { throw ioError("create the directory", directory) }
+            guard stat(directory, &info) == 0 else { throw ioError("inspect", directory) }
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw TokenStoreError(.io, path: directory, "\(directory) is not a directory")
+        }
+    }
+
+    /// What a store directory that others share or own should become instead.
+    static let privateDirectoryAdvice = "put the store in a directory only you can write, such as ~/.local/state/loginkit"
+
+    /// Checks the directory that holds the store: a real directory (not a symbolic link: `lstat`),
+    /// owned by us, not writable by group or others. A shared directory (sticky, like `/tmp`) or
+    /// one owned by someone else is refused with the advice to use a private one, never with a
+    /// `chmod` of a directory that is meant to be shared.
+    static func checkStoreDirectory(_ directory: String) throws(TokenStoreError) {
+        var info = stat()
+        var entry = Substring(directory)  // `lstat("link/")` would follow the link
+        while entry.count > 1, entry.hasSuffix("/") { entry = entry.dropLast() }
+        guard lstat(String(entry), &info) == 0 else { throw ioError("inspect", directory) }
+        if info.st_mode & S_IFMT == S_IFLNK {
+            let target = resolvedPath(directory).map { " (\($0))" } ?? ""
+            throw TokenStoreError(
+                .insecurePermissions, path: directory,
+                "\(directory) is a symbolic link; LoginKit keeps tokens only in a real directory. Point the store at the directory it links to\(target), or replace the link with a directory."
+            )
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw TokenStoreError(.io, path: directory, "\(directory) is not a directory")
+        }
+        guard info.st_uid == geteuid() else {
+            throw TokenStoreError(
+                .wrongOwner, path: directory,
+                "\(directory) belongs to another user (uid \(info.st_uid)), who could replace the token files in it; \(privateDirectoryAdvice)."
+            )
+        }
+        let mode = info.st_mode & 0o7777
+        guard mode & 0o022 != 0 else { return }
+        if mode & S_ISVTX != 0 {
+            throw TokenStoreError(
+                .insecurePermissions, path: directory,
+                "\(directory) is a shared directory (sticky, writable by other users: mode \(String(mode, radix: 8))), where others can create the files LoginKit puts beside the store; \(privateDirectoryAdvice)."
+            )
+        }
+        throw TokenStoreError(
+            .insecurePermissions, path: directory,
+            "\(directory) can be written by other users (mode \(String(mode, radix: 8))); run `chmod 700 \(directory)` if it is yours alone, or \(privateDirectoryAdvice)."
+        )
+    }
+
+    /// The canonical path of `path` (`realpath`), or `nil` when it does not resolve.
+    static func resolvedPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let parent = String(path[..<slash])
+        return parent.isEmpty ? "/" : parent
+    }
+
+    /// Replaces `path` with `bytes` durably and atomically: a new `0600` temp file in the same
+    /// directory (`O_CREAT|O_EXCL`), every byte written, `fsync`, `rename` over `path`, `fsync`
+    /// of the directory. A crash at any instant leaves the old file or the new one.
+    static func writeAtomically(_ bytes: [UInt8], to path: String) throws(TokenStoreError) {
+        let directory = parentDirectory(of: path)
+        let name = path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...]
+        var suffix = UInt64.random(in: 0...UInt64.max)
+        var temporary = ""
+        var descriptor: Int32 = -1
+        for _ in 0..<8 {
+            temporary = "\(directory)/.\(name).tmp-\(getpid())-\(String(suffix, radix: 36))"
+            descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            if descriptor >= 0 || errno != EEXIST { break }
+            suffix = UInt64.random(in: 0...UInt64.max)
+        }
+        guard descriptor >= 0 else { throw ioError("create a temporary file in", directory) }
+        var closed = false
+        defer { if !closed { close(descriptor) } }
+        do throws(TokenStoreError) {
+            var offset = 0
+            while offset < bytes.count {
+                let count = bytes.withUnsafeBytes { buffer in
+                    write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)  // non-empty: count > offset
+                }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw ioError("write", temporary)
+                }
+                offset += count
+            }
+            guard fsync(descriptor) == 0 else { throw ioError("flush", temporary) }
+            closed = true
+            guard close(descriptor) == 0 else { throw ioError("close", temporary) }
+            guard rename(temporary, path) == 0 else { throw ioError("replace", path) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        try syncDirectory(directory)
+    }
+
+    /// Removes temp files a crashed writer left behind. Only call while holding the store's lock:
+    /// every writer creates its temp file under the lock, so any temp file seen then is stale.
+    static func removeStaleTemporaryFiles(for path: String) {
+        let directory = parentDirectory(of: path)
+        let prefix = ".\(path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...]).tmp-"
+        guard let handle = opendir(directory) else { return }
+        defer { closedir(handle) }
+        var stale: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name.hasPrefix(prefix) { stale.append(name) }
+        }
+        for name in stale { unlink("\(directory)/\(name)") }
+    }
+
+    /// `fsync` of a directory, so that a rename in it is durable.
+    static func syncDirectory(_ directory: String) throws(TokenStoreError) {
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ioError("open the directory", directory) }
+        defer { close(descriptor) }
+        guard fsync(descriptor) == 0 else { throw ioError("flush the directory", directory) }
+    }
+
+    /// Moves a corrupt store aside to `<path>.corrupt-<timestamp>` so that it is kept, not
+    /// overwritten, and `fsync`s the directory so that the rename is durable before anything is
+    /// written in the store's place.
+    static func moveAside(_ path: String) throws(TokenStoreError) -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let target = "\(path).corrupt-\(now.tv_sec)-\(now.tv_nsec / 1_000_000)"
+        guard rename(path, target) == 0 else { throw ioError("move aside", path) }
+        try syncDirectory(parentDirectory(of: path))
+        return target
+    }
+}

@@ -1,0 +1,72 @@
+/// The token store failed: permissions, format, sealing, I/O or locking.
+///
+/// The message names the path and says how to fix it; it never contains a token or a key.
+public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
+    /// What failed. New codes may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case insecurePermissions, wrongOwner, corrupt, unsupportedVersion, sealedWithoutKey
+            case wrongKey, invalidKey, io, lockFailed, lockTimedOut, unavailable, conflict, outOfScope
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The file or its directory can be read or written by group or others.
+        public static let insecurePermissions = Code(.insecurePermissions)
+        /// The file or its directory belongs to another user.
+        public static let wrongOwner = Code(.wrongOwner)
+        /// The file is not a readable store (truncated, not JSON, wrong shape).
+        public static let corrupt = Code(.corrupt)
+        /// The file was written by a newer LoginKit; it is refused, never overwritten.
+        public static let unsupportedVersion = Code(.unsupportedVersion)
+        /// The file is sealed and no key was configured.
+        public static let sealedWithoutKey = Code(.sealedWithoutKey)
+        /// The sealed file does not open with the configured key (wrong key, or tampered).
+        public static let wrongKey = Code(.wrongKey)
+        /// The configured sealing key is not 32 bytes of base64.
+        public static let invalidKey = Code(.invalidKey)
+        /// A system call failed (the message has the errno text).
+        public static let io = Code(.io)
+        /// The lock file could not be opened or locked.
+        public static let lockFailed = Code(.lockFailed)
+        /// The lock stayed held by another process for longer than the store waits (the message
+        /// names the holder; a stopped process holds it until it is resumed or killed).
+        public static let lockTimedOut = Code(.lockTimedOut)
+        /// The store's backing service (a database) could not be reached or did not answer in time.
+        /// `AuthService` then keeps serving a still-valid token it already had.
+        public static let unavailable = Code(.unavailable)
+        /// A write lost a race it should not have been in: the row changed since it was read
+        /// (someone wrote without the store's lock). Nothing was written; try again.
+        public static let conflict = Code(.conflict)
+        /// A single-profile transaction changed another profile. Nothing was written.
+        public static let outOfScope = Code(.outOfScope)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// What failed.
+    public let code: Code
+    /// The store file (or lock or key file) concerned; for a database store, where it is (never
+    /// with a password).
+    public let path: String
+    /// What failed and what to do.
+    public let message: String
+    /// The `errno`, for `.io` and `.lockFailed`.
+    public let errno: Int32?
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
+
+    /// A `TokenStoreError` from its parts; see each property for what it means.
+    public init(_ code: Code, path: String, _ message: String, errno: Int32? = nil, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.path = path
+        self.message = message
+        self.errno = errno
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "TokenStoreError(\(code)): \(message)" }
+}

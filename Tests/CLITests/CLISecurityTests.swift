@@ -1,0 +1,271 @@
+import Foundation
+import LoginKit
+import LoginKitDevServer
+import LoginKitTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 22, the CLI: unverified ID tokens, terminal injection, tokens on argv, key-set failures,
+/// core dumps, a Cognito region that is no region.
+@Suite(.timeLimit(.minutes(3)))
+struct CLISecurityTests {
+    /// Before: without `--issuer`, or with `--issuer` but no `--client-id`, an `alg: none` token was
+    /// accepted and the profile logged in.
+    @Test func aJSONLoginWithNothingToVerifyItsTokenIsAUsageError() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                let store = ["--store", directory + "/tokens.json"]
+                for extra in [[], ["--issuer", server.issuer]] {
+                    server.monitor.injectFaults([.forgedIDToken(.algNone)], path: "/login")
+                    let run = try await loginkit(
+                        ["login", "--login-url", server.url("/login")] + extra + ["--username", "demo", "--password-stdin"] + store, input: "demo\n"
+                    )
+                    #expect(run.status == 2, "\(extra): \(run.stderr)")
+                    #expect(!run.stderr.contains("Logged in"), "\(extra)")
+                    server.monitor.clearFaults()
+                }
+                #expect(server.monitor.requestCount(path: "/login") == 0, "the password was sent")
+                #expect(try await loginkit(["status"] + store).status == 3, "a profile was saved")
+            }
+        }
+    }
+
+    /// Forged tokens fail verification (7); the keys come from the `jwks_uri` discovery names
+    /// (before: a fixed `<issuer>/.well-known/jwks.json`, no discovery).
+    @Test func aJSONLoginVerifiesItsTokenWithTheKeysDiscoveryNames() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                let store = ["--store", directory + "/tokens.json"]
+                let arguments = [
+                    "login", "--login-url", server.url("/login"), "--issuer", server.issuer, "--client-id", "loginkit-cli",
+                    "--username", "demo", "--password-stdin",
+                ] + store
+                for forgery in DevFault.IDTokenForgery.allCases {
+                    server.monitor.injectFaults([.forgedIDToken(forgery)], path: "/login")
+                    let run = try await loginkit(arguments, input: "demo\n")
+                    #expect(run.status == 7, "\(forgery): \(run.stderr)")
+                    #expect(!run.stderr.contains("Logged in"), "\(forgery)")
+                }
+                #expect(try await loginkit(["status"] + store).status == 3)
+                let good = try await loginkit(arguments, input: "demo\n")
+                #expect(good.status == 0, "\(good.stderr)")
+                #expect(good.stderr.contains("Logged in as demo"))
+                #expect(server.monitor.requestCount(path: "/.well-known/openid-configuration") > 0, "the jwks_uri did not come from discovery")
+            }
+        }
+    }
+
+    /// The explicit opt-out stores the token unverified, says so, and does not name the user after
+    /// the token's claims. Before: the flag did not exist (exit 2).
+    @Test func theInsecureOptOutSaysSo() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                let store = ["--store", directory + "/tokens.json"]
+                let arguments = ["login", "--login-url", server.url("/login"), "--insecure-skip-id-token-verification", "--username", "demo", "--password-stdin"]
+                server.monitor.injectFaults([.forgedIDToken(.algNone)], path: "/login")
+                let run = try await loginkit(arguments + store, input: "demo\n")
+                #expect(run.status == 0, "\(run.stderr)")
+                #expect(run.stderr.contains("warning"))
+                #expect(run.stderr.contains("not verified"))
+                #expect(try await loginkit(arguments + ["--issuer", server.issuer] + store, input: "demo\n").status == 2)
+            }
+        }
+    }
+
+    /// A claim (`preferred_username`, `sub` in the library's log lines) and a device-flow URI with a
+    /// newline and escape sequences: escaped or refused, never raw on stderr or stdout.
+    @Test func providerChosenTextNeverReachesTheTerminalRaw() async throws {
+        let hostile = "mallory\nadmin\u{1B}[2J\u{1B}]0;pwned\u{07}"
+        var configuration = DevServer.Configuration.quiet
+        configuration.identityProvider.users.append(DevUser(username: hostile, password: "pw", subject: "s\n\u{1B}[31m-1"))
+        configuration.identityProvider.deviceVerificationURI = "https://example.test/\nadmin\u{1B}[2Jdevice"
+        configuration.identityProvider.deviceInterval = .seconds(1)
+        func isClean(_ text: String) -> Bool {
+            !text.contains("\u{1B}") && !text.contains("\u{07}") && !text.split(separator: "\n").contains { $0.hasPrefix("admin") }
+        }
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer(configuration: configuration) { server in
+                let store = ["--store", directory + "/tokens.json"]
+                let oidc = ["--issuer", server.issuer, "--client-id", "loginkit-cli"]
+                let trace = ["LOGINKIT_LOG_LEVEL": "trace"]
+                let login = try await loginkit(["login"] + oidc + ["--username", hostile, "--password-stdin"] + store, input: "pw\n", environment: trace)
+                #expect(login.status == 0, "\(login.stderr.debugDescription)")
+                #expect(login.stderr.contains("Logged in as mallory"))
+                #expect(isClean(login.stderr), "\(login.stderr.debugDescription)")
+                let status = try await loginkit(["status"] + store)
+                #expect(status.status == 0)
+                #expect(isClean(status.stdout), "\(status.stdout.debugDescription)")
+
+                // The first poll is denied, so that even a CLI that printed the prompt ends at once.
+                server.monitor.injectFaults([.oauthError("access_denied")], path: "/oauth/token")
+                let device = try await loginkit(["login"] + oidc + ["--device", "--profile", "device"] + store, environment: trace)
+                #expect(device.status != 0)
+                #expect(isClean(device.stderr), "\(device.stderr.debugDescription)")
+            }
+        }
+    }
+
+    /// Before: no warning, and `--help` did not name the stdin form.
+    @Test func verifyWarnsAboutATokenOnTheCommandLine() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                let store = ["--store", directory + "/tokens.json"]
+                let login = ["login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin"]
+                #expect(try await loginkit(login + store, input: "demo\n").status == 0)
+                let token = try await loginkit(["token"] + store).stdout.trimmingCharacters(in: .newlines)
+                let verify = ["--issuer", server.issuer, "--audience", "loginkit-cli"]
+
+                let onArgv = try await loginkit(["verify", token] + verify)
+                #expect(onArgv.status == 0, "\(onArgv.stderr)")
+                #expect(onArgv.stderr.contains("warning") && onArgv.stderr.contains("standard input"))
+                #expect(!onArgv.stderr.contains(token))
+
+                let onStdin = try await loginkit(["verify", "-"] + verify, input: token + "\n")
+                #expect(onStdin.status == 0, "\(onStdin.stderr)")
+                #expect(onStdin.stderr.isEmpty)
+                #expect(onStdin.stdout.contains("\"preferred_username\":\"demo\""))
+
+                let help = try await loginkit(["verify", "--help"])
+                let words = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")  // however it wraps
+                #expect(words.contains("verify - --issuer") && words.contains("other local users"), "\(help.stdout)")
+            }
+        }
+    }
+
+    /// The issuer's keys cannot be fetched: a network or server failure (5), not a token that
+    /// failed verification (before: 7).
+    @Test func aKeySetThatCannotBeFetchedIsANetworkFailure() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                let login = [
+                    "login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin",
+                    "--store", directory + "/tokens.json",
+                ]
+                server.monitor.injectFaults([.status(503)], path: "/.well-known/jwks.json")
+                let unavailable = try await loginkit(login, input: "demo\n")
+                #expect(unavailable.status == 5, "\(unavailable.stderr)")
+                server.monitor.clearFaults()
+                server.monitor.injectFaults([.dropConnection, .dropConnection], path: "/.well-known/jwks.json")
+                let dropped = try await loginkit(login + ["--profile", "dropped"], input: "demo\n")
+                #expect(dropped.status == 5, "\(dropped.stderr)")
+                server.monitor.clearFaults()
+            }
+        }
+    }
+
+    /// Before: the region went into the issuer (and, without an endpoint, the host name) and the
+    /// password was sent.
+    @Test func aCognitoRegionThatIsNoAWSRegionIsAUsageError() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                let run = try await loginkit([
+                    "login", "--cognito-pool-id", "eu-west-1_AbC123", "--cognito-region", "evil.example/x?", "--cognito-endpoint", server.url("/cognito"),
+                    "--client-id", "c", "--username", "demo", "--password-stdin", "--store", directory + "/tokens.json",
+                ], input: "demo\n")
+                #expect(run.status == 2, "\(run.stderr)")
+                #expect(run.stderr.contains("region"))
+                #expect(server.monitor.requestCount(path: "/cognito/") == 0)
+            }
+        }
+    }
+
+    /// Before: there was no `--host`; the library bound any address it was given.
+    @Test func theDevServerRefusesANonLoopbackHost() async throws {
+        let run = try await loginkit(["dev-server", "--host", "0.0.0.0"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("--allow-non-loopback"), "\(run.stderr)")
+    }
+
+    /// The process holding the password and tokens cannot dump core. The child starts with the soft
+    /// core limit raised to the hard one, so that an inherited 0 proves nothing; before, it kept it.
+    @Test func theCLIRunsWithCoreDumpsDisabled() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                // Hold discovery long enough to look at the process while it has the password.
+                server.monitor.injectFaults([.delay(milliseconds: 5000)], path: "/.well-known/openid-configuration")
+                let arrivals = server.monitor.arrivals()
+                let stdin = try TestPipe()
+                let process = try SpawnedProcess(
+                    "/bin/sh",
+                    [
+                        "-c", #"ulimit -S -c "$(ulimit -H -c)" 2>/dev/null; exec "$0" "$@""#, try loginkitPath(),
+                        "login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin",
+                        "--store", directory + "/tokens.json",
+                    ],
+                    stdin: .descriptor(stdin.readEnd), stdout: .null, stderr: .null
+                )
+                close(stdin.readEnd)
+                stdin.writeAndClose(Data("demo\n".utf8))
+                for await path in arrivals where path == "/.well-known/openid-configuration" { break }
+                let limits = (try? String(contentsOfFile: "/proc/\(process.pid)/limits", encoding: .utf8)) ?? ""
+                process.kill(.SIGKILL)
+                _ = await process.exitStatus()
+                let core = try #require(limits.split(separator: "\n").first(where: { $0.hasPrefix("Max core file size") }), "\(limits)")
+                let fields = core.split(separator: " ")  // Max core file size <soft> <hard> bytes
+                try #require(fields.count >= 6, "\(core)")
+                #expect(fields[4] == "0" && fields[5] == "0", "\(core)")
+            }
+        }
+    }
+}
+
+/// A private CA: `--ca-file`, `LOGINKIT_CA_FILE`, `CURL_CA_BUNDLE` and `SSL_CERT_FILE` make the CLI
+/// trust it; without them the TLS failure is a network failure. An `openssl s_server -WWW` serves
+/// a discovery document and a key set over TLS with a certificate the test's CA signed.
+@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs openssl"), .timeLimit(.minutes(2)))
+struct CLITrustTests {
+    /// A free loopback port (bound and released; s_server binds it right after).
+    static func freePort() throws -> Int { try freeLoopbackPort() }
+
+    @Test func aPrivateCAIsTrustedThroughTheFlagAndTheVariables() async throws {
+        try await withTemporaryDirectory { directory in
+            let script = """
+                set -e
+                cd '\(directory)'
+                openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 30 -subj '/CN=LoginKit CLI Test CA'
+                openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr -subj '/CN=localhost'
+                printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext
+                openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 30 -extfile server.ext
+                mkdir -p www/.well-known
+                """
+            try #require(await LoginKitTestSupport.run("/bin/sh", ["-c", script]) == 0)
+            let port = try Self.freePort()
+            let issuer = "https://localhost:\(port)"
+            let key = try SigningKey.generate(.es256, keyID: "cli-ca-test")
+            let discovery = JSONValue.object([
+                "issuer": .string(issuer), "jwks_uri": .string(issuer + "/.well-known/jwks.json"), "token_endpoint": .string(issuer + "/token"),
+            ])
+            try discovery.serialized.write(toFile: directory + "/www/.well-known/openid-configuration", atomically: true, encoding: .utf8)
+            try JWKSet(keys: [try key.publicJWK()]).json.serialized.write(toFile: directory + "/www/.well-known/jwks.json", atomically: true, encoding: .utf8)
+            let now = Int(Date().timeIntervalSince1970)
+            let claims = JSONValue.object([
+                "iss": .string(issuer), "sub": .string("ca-user"), "aud": .string("cli"), "iat": .number("\(now)"), "exp": .number("\(now + 600)"),
+            ])
+            let token = try CompactJWS.sign(payload: Array(claims.serialized.utf8), with: key, extraHeader: ["typ": .string("JWT")])
+
+            let server = try ChildProcess("/bin/sh", [
+                "-c", "cd '\(directory)/www' && exec openssl s_server -accept 127.0.0.1:\(port) -cert ../server.pem -key ../server.key -WWW",
+            ])
+            defer { server.kill() }
+            var lines = server.lines.makeAsyncIterator()
+            while let line = await lines.next() {
+                if line.contains("ACCEPT") { break }
+            }  // s_server prints ACCEPT once listening
+
+            let verify = ["verify", "-", "--issuer", issuer, "--audience", "cli"]
+            let untrusted = try await loginkit(verify, input: token + "\n")
+            #expect(untrusted.status == 5, "\(untrusted.stderr)")
+            let flag = try await loginkit(verify + ["--ca-file", directory + "/ca.pem"], input: token + "\n")
+            #expect(flag.status == 0, "\(flag.stderr)")
+            #expect(flag.stdout.contains("ca-user"))
+            for variable in ["LOGINKIT_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"] {
+                let trusted = try await loginkit(verify, input: token + "\n", environment: [variable: directory + "/ca.pem"])
+                #expect(trusted.status == 0, "\(variable): \(trusted.stderr)")
+            }
+            let missing = try await loginkit(verify + ["--ca-file", directory + "/missing.pem"], input: token + "\n")
+            #expect(missing.status == 2, "\(missing.stderr)")
+        }
+    }
+}

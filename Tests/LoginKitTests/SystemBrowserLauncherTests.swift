@@ -1,0 +1,56 @@
+import Foundation
+import LoginKit
+import LoginKitTestSupport
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct SystemBrowserLauncherTests {
+    let url = "https://id.example/authorize?a=1&b=two%20words"
+
+    @Test func browserCommandsFollowTheLinuxConvention() {
+        #expect(SystemBrowserLauncher.browserCommands("firefox", url: url) == [["firefox", url]])
+        #expect(
+            SystemBrowserLauncher.browserCommands("lynx -accept_all_cookies:w3m %s", url: url) == [
+                ["lynx", "-accept_all_cookies", url], ["w3m", url],
+            ])
+        #expect(
+            SystemBrowserLauncher.browserCommands("'/opt/my browser/run' --url=%s \"--literal=%%s\" a\\ b", url: url)
+                == [["/opt/my browser/run", "--url=" + url, "--literal=%s", "a b"]]
+        )
+        #expect(SystemBrowserLauncher.browserCommands(": :", url: url).isEmpty)
+    }
+
+    @Test func noDisplayOrAnSSHSessionMeansNoDesktopBrowser() {
+        #expect(SystemBrowserLauncher.noDisplayReason([:]) != nil)
+        #expect(SystemBrowserLauncher.noDisplayReason(["DISPLAY": ":0"]) == nil)
+        #expect(SystemBrowserLauncher.noDisplayReason(["WAYLAND_DISPLAY": "wayland-0"]) == nil)
+        #expect(
+            SystemBrowserLauncher.noDisplayReason(["DISPLAY": ":0", "SSH_CONNECTION": "192.0.2.1 50000 192.0.2.2 22"])
+                != nil)
+    }
+
+    @Test func withoutBrowserVariableOrDisplayNoBrowserIsOpened() async {
+        let error = await thrown { try await SystemBrowserLauncher(environment: ["PATH": "/usr/bin:/bin"]).open(url) }
+        #expect((error as? BrowserLoginError)?.code == .browserUnavailable)
+        #expect((error as? BrowserLoginError)?.message.contains("display") == true)
+    }
+
+    @Test func theBrowserVariableIsTriedInOrderWithTheURLAndWithoutADisplay() async throws {
+        try await withTemporaryDirectory { directory in
+            let output = directory + "/opened"
+            // The first command fails; the second writes its first argument, the URL, to a file.
+            let variable = "false:sh -c 'printf %%s \"$1\" > \(output)' browser %s"
+            try await SystemBrowserLauncher(environment: ["BROWSER": variable, "PATH": "/usr/bin:/bin"]).open(url)
+            #expect(try String(contentsOfFile: output, encoding: .utf8) == url)
+        }
+    }
+
+    @Test func aBrowserVariableWhoseCommandsAllFailMeansNoBrowser() async {
+        let error = await thrown {
+            try await SystemBrowserLauncher(environment: ["BROWSER": "false:/nonexistent/browser", "DISPLAY": ":0"])
+                .open(url)
+        }
+        #expect((error as? BrowserLoginError)?.code == .browserUnavailable)
+        #expect((error as? BrowserLoginError)?.message.contains("\"false\" exited with status 1") == true)
+    }
+}

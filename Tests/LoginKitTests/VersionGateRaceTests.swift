@@ -1,0 +1,37 @@
+import Foundation
+import LoginKit
+import LoginKitMocks
+import Testing
+
+/// Concurrent checks during the version gate's first fetch (issue 17: the gate failed open).
+@Suite(.timeLimit(.minutes(1)))
+struct VersionGateRaceTests {
+    @Test func checksDuringTheFirstFetchWaitForIt() async throws {
+        let transport = MockHTTPTransport()
+        var configuration = VersionGate.Configuration(url: "https://policy.test/minimum.json", currentVersion: SemanticVersion(major: 1))
+        configuration.failsClosed = true
+        let gate = VersionGate(configuration: configuration, transport: transport, clock: ManualClock())
+        let first = Task { try await gate.check() }
+        let request = await transport.nextRequest()
+        let second = Task { try await gate.check() }  // arrives while the first fetch is under way
+        let third = Task { try await gate.check() }
+        request.resume(returning: (
+            HTTPResponse(status: .ok, headerFields: [.contentType: "application/json"]),
+            Data(#"{"title":"Update","message":"Please update","version":"9.0.0"}"#.utf8)
+        ))
+        for check in [first, second, third] {
+            #expect(await thrown(check) is UpgradeRequiredError)
+        }
+        #expect(transport.requestCount == 1)
+        transport.verify()
+    }
+
+    func thrown(_ task: Task<Void, any Error>) async -> (any Error)? {
+        do {
+            try await task.value
+            return nil
+        } catch {
+            return error
+        }
+    }
+}
