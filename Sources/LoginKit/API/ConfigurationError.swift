@@ -7,7 +7,7 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     /// What is wrong. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case invalidValue, verifierRequired
+            case invalidValue, verifierRequired, unsupported
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -17,6 +17,9 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
         /// ID tokens would be accepted without verification: no verifier is configured and the
         /// configuration does not explicitly opt out of verifying.
         public static let verifierRequired = Code(.verifierRequired)
+        /// The configured API cannot do what was asked (a device login with an API that has no
+        /// device flow, a browser login with one that has no authorization endpoint).
+        public static let unsupported = Code(.unsupported)
 
         public var description: String { base.rawValue }
     }

@@ -3,6 +3,9 @@
 public enum AuthEvent: Sendable {
     /// A login succeeded and its credentials were saved.
     case loggedIn(User)
+    /// A browser login is waiting for the user to sign in at `url` (show it in case the browser
+    /// does not open).
+    case waitingForBrowser(url: String)
     /// The credentials were refreshed and saved.
     case refreshed
     /// The profile was logged out (revoked where possible, deleted).

@@ -35,7 +35,7 @@ extension AuthService {
     ///   `.misconfigured` when the API has no device flow, and what ``logIn(for:with:)`` throws.
     public func logInWithDevice(scope: String? = nil, prompt: @escaping @Sendable (DeviceAuthorization) async -> Void) async throws -> User {
         guard let api = api as? any DeviceAuthorizationAPI else {
-            throw ServerError(.misconfigured, "this API does not support the device authorization grant")
+            throw ConfigurationError(.unsupported, "the configured API does not support the device authorization grant")
         }
         let result = try await workflows.run(
             isNeeded: { ((try? await self.currentUser()) ?? nil) == nil },
@@ -73,12 +73,12 @@ extension AuthService {
     /// Logs the client itself in (client credentials grant), for services. The profile's user is
     /// the client ID.
     ///
-    /// - Throws: `ServerError` `.misconfigured` when the API has no client-credentials grant, and
+    /// - Throws: `ConfigurationError` `.unsupported` when the API has no client-credentials grant, and
     ///   what ``logIn(for:with:)`` throws.
     @discardableResult
     public func logInAsClient(scope: String? = nil) async throws -> User {
         guard let api = api as? any ClientCredentialsAPI else {
-            throw ServerError(.misconfigured, "this API does not support the client credentials grant")
+            throw ConfigurationError(.unsupported, "the configured API does not support the client credentials grant")
         }
         let epoch = try beginLogin()
         defer { machine.loginFinished(startedIn: epoch) }
@@ -93,14 +93,14 @@ extension AuthService {
     }
 
     /// A logout that began while the login prepared means: send nothing.
-    private func checkNotOvertaken(startedIn epoch: UInt64) throws {
+    func checkNotOvertaken(startedIn epoch: UInt64) throws {
         guard machine.loginSucceeded(startedIn: epoch) == .save else {
             throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began before the login was sent; nothing was sent")
         }
     }
 
     /// Asks the machine whether a login may start.
-    private func beginLogin() throws -> UInt64 {
+    func beginLogin() throws -> UInt64 {
         switch machine.loginRequested() {
         case .start(let epoch):
             return epoch
@@ -112,13 +112,13 @@ extension AuthService {
 
     /// Fails before any credentials are sent when the store could not keep what the provider
     /// would issue (unsafe permissions, a sealed file without its key, a directory it cannot use).
-    private func checkStoreIsUsable() async throws {
+    func checkStoreIsUsable() async throws {
         try await store.withExclusiveAccess(to: profileName) { _ in }
     }
 
     /// Saves a login's credentials, reports it and returns its user. When a logout began meanwhile
     /// or the save fails, the credentials are revoked (best effort) rather than left valid and unknown.
-    private func saveLogin(
+    func saveLogin(
         _ credentials: Credentials, loginID: User.ID, attributes: [String: String] = [:], usesIDTokenSubject: Bool = true,
         startedIn epoch: UInt64
     ) async throws -> User {

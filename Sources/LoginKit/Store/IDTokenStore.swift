@@ -40,6 +40,7 @@ public actor IDTokenStore: TokenStore {
     private let key: SymmetricKey?
     private let directory: String
     private nonisolated let processLock = AsyncLock()
+    private nonisolated let interactiveLock = AsyncLock()
     private nonisolated let lockTimeout: Duration
     private var cache: (identity: FileIdentity, profiles: [String: StoredProfile])?
 
@@ -103,6 +104,25 @@ public actor IDTokenStore: TokenStore {
                 if transaction.hasChanges || (recovered != nil && !transaction.profiles.isEmpty) {
                     try await write(transaction.profiles, movingAsideCorruptFile: recovered != nil)
                 }
+                lock.release()
+                return result
+            } catch {
+                lock.release()
+                throw error
+            }
+        }
+    }
+
+    /// Runs `body` holding `<path>.login.lock` (waiting at most `timeout`), so that one interactive
+    /// login runs at a time across the processes sharing this store; the store's lock stays free.
+    public nonisolated(nonsending) func withInteractiveLogin<T>(
+        for name: String, timeout: Duration, _ body: () async throws -> T
+    ) async throws -> T {
+        try await interactiveLock.withLock {
+            try await prepareDirectory()
+            let lock = try await FileLock.acquire(path + ".login.lock", timeout: timeout)
+            do {
+                let result = try await body()
                 lock.release()
                 return result
             } catch {

@@ -33,6 +33,16 @@ public protocol TokenStore: Sendable {
     /// - Throws: `TokenStoreError` `.outOfScope` when `body` changed another profile (nothing is
     ///   written then), and whatever the store or `body` throws.
     nonisolated(nonsending) func withExclusiveAccess<T>(to name: String, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T
+
+    /// Runs `body`, an interactive login for profile `name` (a browser sign-in that may take
+    /// minutes), while no other interactive login of this store runs — in this process and, for
+    /// stores that can, in others — waiting at most `timeout` for one under way. The store's lock
+    /// is not held meanwhile, so refreshes go on.
+    ///
+    /// The default runs `body` at once; `IDTokenStore` holds `<path>.login.lock`.
+    ///
+    /// - Throws: `TokenStoreError` `.lockTimedOut` after `timeout`, and what `body` throws.
+    nonisolated(nonsending) func withInteractiveLogin<T>(for name: String, timeout: Duration, _ body: () async throws -> T) async throws -> T
 }
 
 extension TokenStore {
@@ -49,6 +59,13 @@ extension TokenStore {
 }
 
 extension TokenStore {
+    /// Runs `body` at once: no exclusion beyond what the caller provides.
+    public nonisolated(nonsending) func withInteractiveLogin<T>(
+        for name: String, timeout: Duration, _ body: () async throws -> T
+    ) async throws -> T {
+        try await body()
+    }
+
     /// Saves `profile` under `name`, replacing what was there.
     public func save(_ profile: StoredProfile, as name: String) async throws {
         try await withExclusiveAccess(to: name) { $0[name] = profile }
