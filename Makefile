@@ -31,6 +31,7 @@ build: deps
 
 demo: deps
 	$(SWIFT) build --product loginkit
+	$(SWIFT) build --product loginkit-dev-server
 	$$($(SWIFT) build --show-bin-path)/loginkit demo
 
 test: test-deps

@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "LoginKitDevServer", targets: ["LoginKitDevServer"]),
         .library(name: "LoginKitPostgres", targets: ["LoginKitPostgres"]),
         .executable(name: "loginkit", targets: ["loginkit"]),
+        // The dev identity provider on its own, so that `loginkit` links no server framework.
+        .executable(name: "loginkit-dev-server", targets: ["loginkit-dev-server"]),
         // The fuzzers' entry points (Fuzz/ builds them with libFuzzer); not for applications.
         .library(name: "LoginKitFuzzing", targets: ["LoginKitFuzzing"]),
     ],
@@ -81,9 +83,16 @@ let package = Package(
             dependencies: ["LoginKit", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        // The scripted browser's steps, shared by LoginKitMocks' TestBrowser and
+        // `loginkit-dev-server browse`; in no product of its own.
+        .target(
+            name: "LoginKitBrowserScript",
+            dependencies: ["LoginKitHTTP", .product(name: "HTTPTypes", package: "swift-http-types")],
+            swiftSettings: strict
+        ),
         .target(
             name: "LoginKitMocks",
-            dependencies: ["LoginKit", "LoginKitHTTP"],
+            dependencies: ["LoginKit", "LoginKitHTTP", "LoginKitBrowserScript"],
             path: "Mocks",
             swiftSettings: strict
         ),
@@ -119,9 +128,18 @@ let package = Package(
         .executableTarget(
             name: "loginkit",
             dependencies: [
-                "LoginKit", "LoginKitViewModel", "LoginKitDevServer",
+                "LoginKit", "LoginKitViewModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // `loginkit dev-server` and `loginkit demo` run it; `browse` is a scripted browser for it.
+        .executableTarget(
+            name: "loginkit-dev-server",
+            dependencies: [
+                "LoginKitDevServer", "LoginKit", "LoginKitBrowserScript",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
@@ -129,7 +147,7 @@ let package = Package(
         // The child process of the multi-process store and refresh tests.
         .executableTarget(
             name: "loginkit-test-helper",
-            dependencies: ["LoginKit", "LoginKitPostgres"],
+            dependencies: ["LoginKit", "LoginKitMocks", "LoginKitPostgres"],
             path: "Tests/TestHelper",
             swiftSettings: strict
         ),
@@ -185,7 +203,11 @@ let package = Package(
         ),
         .testTarget(
             name: "LoginKitCurlTests",
-            dependencies: ["LoginKitCurl", "LoginKitHTTP", "LoginKitDevServer", "LoginKitTestSupport"],
+            dependencies: [
+                "LoginKitCurl", "LoginKitHTTP", "LoginKitDevServer", "LoginKitTestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
     ]

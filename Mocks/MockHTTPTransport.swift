@@ -13,7 +13,8 @@ public final class MockHTTPTransport: HTTPTransport {
     private let script = LockedState<[Result<(HTTPResponse, Data), any Error>]>([])
     private let requests = CallQueue<RequestCall>()
 
-    /// A `MockHTTPTransport` with the defaults documented on each property.
+    /// A transport with an empty script: each request suspends until the test resumes it, unless
+    /// a response was queued with `enqueue`.
     public init() {}
 
     /// Queues a canned response for the next unscripted request.

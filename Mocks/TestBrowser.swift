@@ -1,4 +1,6 @@
 public import LoginKit
+import LoginKitBrowserScript
+import LoginKitHTTP
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -32,6 +34,14 @@ public import LoginKit
 public final class TestBrowser: BrowserLauncher {
     /// What to do on the sign-in page.
     public enum Action: Sendable, Hashable {
+        /// What the form is filled with: the username and password, or `nil` to deny.
+        var credentials: (username: String, password: String)? {
+            switch self {
+            case .signIn(let username, let password): (username, password)
+            case .deny: nil
+            }
+        }
+
         /// Fill in the username and password fields and press the first button that is not a denial.
         case signIn(username: String, password: String)
         /// Press the button whose name or value says deny (or cancel, reject, decline).
@@ -51,6 +61,10 @@ public final class TestBrowser: BrowserLauncher {
         public let body: String
         /// The `Location` header, on a redirect.
         public let location: String?
+
+        init(_ page: BrowserScript.Page) {
+            (url, status, body, location) = (page.url, page.status, page.body, page.location)
+        }
     }
 
     /// The browser could not get through the provider's pages.
@@ -62,7 +76,7 @@ public final class TestBrowser: BrowserLauncher {
     }
 
     /// The most requests one sign-in may take.
-    public static let maximumSteps = 20
+    public static let maximumSteps = BrowserScript.maximumSteps
 
     private struct State {
         var openedURLs: [String] = []
@@ -116,107 +130,37 @@ public final class TestBrowser: BrowserLauncher {
     /// - Throws: ``Failure``; the transport's errors.
     public func signIn(at url: String) async throws -> String {
         let start = rewriteAuthorizationURL(url)
-        state.withLock { $0.openedURLs.append(start) }
-        let target = Self.redirectTarget(of: start)
-        var next: (method: HTTPRequest.Method, url: String, form: String?) = (.get, start, nil)
-        for _ in 0..<Self.maximumSteps {
-            let page = try await load(next.method, next.url, form: next.form)
-            if (300..<400).contains(page.status) {
-                guard let location = page.location, let resolved = HTMLForm.resolve(location, against: next.url) else {
-                    throw Failure("HTTP \(page.status) without a usable Location at \(Self.path(of: next.url))")
-                }
-                if Self.isRedirect(resolved, to: target, from: start) { return rewriteRedirect(resolved) }
-                next = (.get, resolved, nil)
-                continue
-            }
-            guard page.status == 200 else {
-                throw Failure("the provider answered HTTP \(page.status) at \(Self.path(of: next.url))")
-            }
-            guard let form = HTMLForm.first(in: page.body) else {
-                throw Failure("the page at \(Self.path(of: next.url)) has neither a form nor a redirect")
-            }
-            next = try form.submission(for: action, on: next.url)
+        let cookies = state.withLock { state in
+            state.openedURLs.append(start)
+            return state.cookies
         }
-        throw Failure("no redirect to the application after \(Self.maximumSteps) requests")
+        var script = BrowserScript(transport: transport, credentials: action.credentials, cookies: cookies)
+        do {
+            let redirect = try await script.signIn(at: start) { page in
+                state.withLock { $0.pages.append(Page(page)) }
+            }
+            state.withLock { [cookies = script.cookies] in $0.cookies = cookies }
+            return rewriteRedirect(redirect)
+        } catch let failure as BrowserScript.Failure {
+            throw Failure(failure.message)
+        }
     }
 
     /// Loads `redirect` as a browser following the provider's redirect to the application would,
     /// and records the answer in ``callbackPages``. The load finishes even when the calling task is
     /// cancelled meanwhile (the login that waited for it has moved on), so the page is never lost.
     ///
-    /// - Throws: the transport's errors.
+    /// - Throws: ``Failure`` when `redirect` is not an absolute URL; the transport's errors.
     public func deliver(_ redirect: String) async throws {
         state.withLock { $0.deliveredRedirects.append(redirect) }
         let transport = self.transport
-        let loading = Task {
-            try await Self.fetch(.get, redirect, headers: [.accept: "text/html"], body: nil, transport: transport)
+        let loading = Task { try await BrowserScript.load(redirect, over: transport) }
+        let page: BrowserScript.Page
+        do {
+            page = try await loading.value
+        } catch let failure as BrowserScript.Failure {
+            throw Failure(failure.message)
         }
-        let (page, _) = try await loading.value
-        state.withLock { $0.callbackPages.append(page) }
-    }
-
-    // MARK: Loading
-
-    private func load(_ method: HTTPRequest.Method, _ url: String, form: String?) async throws -> Page {
-        let host = URLParts(url)?.host ?? ""
-        var headers: HTTPFields = [.accept: "text/html"]
-        if let cookies = state.withLock({ $0.cookies[host] }), !cookies.isEmpty {
-            headers[.cookie] = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
-                separator: "; ")
-        }
-        if form != nil { headers[.contentType] = "application/x-www-form-urlencoded" }
-        let (page, setCookies) = try await Self.fetch(
-            method, url, headers: headers, body: form.map { Data($0.utf8) }, transport: transport)
-        state.withLock { state in
-            state.pages.append(page)
-            for cookie in setCookies {
-                let pair = cookie.split(separator: ";", maxSplits: 1).first ?? ""
-                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                guard parts.count == 2 else { continue }
-                let name = String(parts[0].filter { $0 != " " && $0 != "\t" })
-                guard !name.isEmpty else { continue }
-                state.cookies[host, default: [:]][name] = String(parts[1].filter { $0 != " " && $0 != "\t" })
-            }
-        }
-        return page
-    }
-
-    private static func fetch(
-        _ method: HTTPRequest.Method, _ url: String, headers: HTTPFields, body: Data?, transport: any HTTPTransport
-    ) async throws -> (Page, setCookies: [String]) {
-        guard let request = HTTPRequest(method: method, url: url, headerFields: headers) else {
-            throw Failure("\(path(of: url)) is not an absolute http(s) URL")
-        }
-        let (response, data) = try await transport.send(request, body: body)
-        let page = Page(
-            url: url, status: response.status.code, body: String(decoding: data, as: UTF8.self),
-            location: response.headerFields[.location])
-        return (page, response.headerFields[values: .setCookie])
-    }
-
-    // MARK: Where the sign-in ends
-
-    /// The `redirect_uri` the authorization URL names.
-    private static func redirectTarget(of url: String) -> URLParts? {
-        guard let query = url.split(separator: "?", maxSplits: 1).dropFirst().first else { return nil }
-        return FormURLEncoding.decodeFields(query).fields["redirect_uri"].flatMap(URLParts.init)
-    }
-
-    /// Whether `url` is the redirect to the application: the `redirect_uri`'s scheme, host, port and
-    /// path; without one, any loopback URL off the provider's origin.
-    private static func isRedirect(_ url: String, to target: URLParts?, from start: String) -> Bool {
-        guard let parts = URLParts(url) else { return false }
-        guard let target else { return parts.isLoopback && parts.authority != URLParts(start)?.authority }
-        return parts.scheme == target.scheme && parts.host == target.host && parts.port == target.port
-            && pathOnly(parts.pathAndQuery) == pathOnly(target.pathAndQuery)
-    }
-
-    private static func pathOnly(_ pathAndQuery: String) -> Substring {
-        pathAndQuery.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-    }
-
-    /// A URL's path without its query, for messages (queries may hold codes).
-    static func path(of url: String) -> String {
-        String(pathOnly(URLParts(url)?.pathAndQuery ?? "/"))
+        state.withLock { $0.callbackPages.append(Page(page)) }
     }
 }

@@ -2,14 +2,17 @@ import Hummingbird
 import LoginKitHTTP
 public import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// An embedded HTTP identity provider on 127.0.0.1, for the demo, local development and the
 /// integration tests.
 ///
 /// Start one with ``start(configuration:)``; it listens on a free loopback port unless told
-/// otherwise and runs until ``stop()``. Besides the identity-provider endpoints it serves test
-/// endpoints under `/test/` that the transport tests use (echo, status, delay, sized bodies, broken
-/// connections) and counts the client connections and the requests per path it has seen.
+/// otherwise and runs until ``stop()``, or, added to a `ServiceGroup`, until the group shuts down
+/// (``run()``: a graceful shutdown lets requests in progress finish). Besides the identity-provider
+/// endpoints it serves test endpoints under `/test/` that the transport tests use (echo, status,
+/// delay, sized bodies, broken connections) and counts the client connections and the requests per
+/// path it has seen.
 ///
 /// Concurrency contract: every member may be used from any task.
 public final class DevServer: Sendable {
@@ -48,14 +51,20 @@ public final class DevServer: Sendable {
     /// Counters, arrival notifications and injected faults.
     public let monitor: DevServerMonitor
     let provider: IdentityProvider
-    private let runTask: LockedState<Task<Void, Never>?>
+    let runTask: LockedState<Task<Void, Never>?>
+    /// Runs the Hummingbird application; its graceful shutdown is ``run()``'s.
+    let services: ServiceGroup
 
-    private init(port: Int, host: String, monitor: DevServerMonitor, provider: IdentityProvider, runTask: Task<Void, Never>) {
+    private init(
+        port: Int, host: String, monitor: DevServerMonitor, provider: IdentityProvider, runTask: Task<Void, Never>,
+        services: ServiceGroup
+    ) {
         self.port = port
         self.baseURL = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
         self.monitor = monitor
         self.provider = provider
         self.runTask = LockedState(runTask)
+        self.services = services
     }
 
     /// The OpenID issuer: the base URL. Discovery is at `issuer + "/.well-known/openid-configuration"`.
@@ -114,9 +123,10 @@ public final class DevServer: Sendable {
             },
             logger: logger
         )
+        let services = ServiceGroup(services: [app], logger: logger)
         let runTask = Task {
             do {
-                try await app.run()
+                try await services.run()
                 startedContinuation.yield(.failure(DevServerError("the dev server stopped before it started")))
             } catch {
                 startedContinuation.yield(.failure(error))
@@ -129,7 +139,8 @@ public final class DevServer: Sendable {
         }
         switch first {
         case .success(let port):
-            return DevServer(port: port, host: configuration.host, monitor: monitor, provider: provider, runTask: runTask)
+            return DevServer(
+                port: port, host: configuration.host, monitor: monitor, provider: provider, runTask: runTask, services: services)
         case .failure(let error):
             runTask.cancel()
             await runTask.value

@@ -45,7 +45,7 @@ public final class DevServerMonitor: Sendable {
         /// The `Cache-Control` header value, if any.
         public var cacheControl: String?
 
-        /// A `TestKeySet` from its parts; see each property for what it means.
+        /// The key set `json`, served with `cacheControl` as its `Cache-Control` header when set.
         public init(json: String, cacheControl: String? = nil) {
             self.json = json
             self.cacheControl = cacheControl
@@ -116,6 +116,6 @@ public struct DevVersionPolicy: Sendable, Hashable {
     /// Where to upgrade.
     public var url: String? = "https://example.com/loginkit/releases"
 
-    /// A `DevVersionPolicy` with the defaults documented on each property.
+    /// A policy whose minimum version, `0.0.0`, every client meets.
     public init() {}
 }

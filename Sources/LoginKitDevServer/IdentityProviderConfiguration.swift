@@ -17,7 +17,7 @@ public struct DevUser: Sendable, Hashable {
     /// The `birthdate` claim (`YYYY-MM-DD`).
     public var birthdate: String?
 
-    /// A `DevUser` from its parts; see each property for what it means.
+    /// A user who logs in as `username` with `password` and whose tokens carry `sub` = `subject`.
     public init(username: String, password: String, subject: String, nickname: String? = nil, birthdate: String? = nil) {
         self.username = username
         self.password = password
@@ -37,7 +37,7 @@ public struct DevClient: Sendable, Hashable {
     /// `http://[::1]/…`, `http://localhost/…`) matches any port (RFC 8252 §7.3).
     public var redirectURIs: [String]
 
-    /// A `DevClient` from its parts; see each property for what it means.
+    /// A client `id`, confidential when it has a `secret`, allowed to redirect to `redirectURIs`.
     public init(id: String, secret: String? = nil, redirectURIs: [String] = []) {
         self.id = id
         self.secret = secret
@@ -79,7 +79,8 @@ public struct IdentityProviderConfiguration: Sendable {
     /// The time the provider issues and checks tokens by; inject a test clock's.
     public var now: @Sendable () -> Date = { Date() }
 
-    /// A `IdentityProviderConfiguration` with the defaults documented on each property.
+    /// The default provider: user `demo`/`demo`, clients `loginkit-cli` and `loginkit-service`,
+    /// one-hour tokens, rotating refresh tokens with reuse detection, the real time.
     public init() {}
 }
 

@@ -95,6 +95,25 @@ struct TestRoutes {
         group.get("connections") { _, _ -> String in
             "\(monitor.connectionCount)\n"
         }
+
+        // The monitor for a client in another process (`loginkit demo` runs `loginkit-dev-server`):
+        // `GET /test/requests?path=/oauth/token` counts a path's requests; `PUT
+        // /test/minimum-version` with a version as the body sets the version policy's minimum.
+        group.get("requests") { request, _ -> String in
+            guard let path = request.uri.queryParameters["path"], !path.isEmpty else {
+                throw HTTPError(.badRequest, message: "the path query parameter is required")
+            }
+            return "\(monitor.requestCount(path: String(path)))\n"
+        }
+        group.put("minimum-version") { request, _ -> String in
+            let body = try await request.body.collect(upTo: 64)
+            let version = String(buffer: body).filter { !$0.isWhitespace }
+            guard !version.isEmpty, version.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-+".contains($0)) }) else {
+                throw HTTPError(.badRequest, message: "the body must be a version such as 9.0.0")
+            }
+            monitor.versionPolicy.minimumVersion = version
+            return "\(version)\n"
+        }
     }
 
     @Sendable func echo(request: Request, context: DevRequestContext) async throws -> Response {

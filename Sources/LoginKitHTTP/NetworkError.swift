@@ -55,16 +55,23 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The underlying transport's own code (libcurl's `CURLcode`), when there is one.
     public let transportCode: Int?
+    /// The error underneath, when there is one.
+    public let underlying: (any Error)?
     /// Where the error was thrown.
     public let file: String
     /// Where the error was thrown.
     public let line: Int
 
-    /// A `NetworkError` from its parts; see each property for what it means.
-    public init(_ code: Code, _ message: String, transportCode: Int? = nil, file: String = #fileID, line: Int = #line) {
+    /// A network failure; transports put their own code in `transportCode` and keep request
+    /// details that may hold a secret out of `message`.
+    public init(
+        _ code: Code, _ message: String, transportCode: Int? = nil, underlying: (any Error)? = nil,
+        file: String = #fileID, line: Int = #line
+    ) {
         self.code = code
         self.message = message
         self.transportCode = transportCode
+        self.underlying = underlying
         self.file = file
         self.line = line
     }

@@ -29,11 +29,20 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
     public let code: Code
     /// A readable sentence.
     public let message: String
+    /// The error underneath, when there is one.
+    public let underlying: (any Error)?
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
 
-    /// A `CryptoError` from its parts; see each property for what it means.
-    public init(_ code: Code, _ message: String) {
+    /// A cryptographic failure; `message` names the operation and OpenSSL's reason, never key material.
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.message = message
+        self.underlying = underlying
+        self.file = file
+        self.line = line
     }
 
     public var description: String { "CryptoError(\(code)): \(message)" }

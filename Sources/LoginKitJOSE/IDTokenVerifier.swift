@@ -19,7 +19,7 @@ public struct StaticJWKS: JWKSProvider {
     /// The keys.
     public let keySet: JWKSet
 
-    /// A `StaticJWKS` from its parts; see each property for what it means.
+    /// A provider that always answers from `keySet` and never fetches.
     public init(_ keySet: JWKSet) {
         self.keySet = keySet
     }
@@ -63,7 +63,8 @@ public struct IDTokenVerifier: Sendable {
         /// The longest token accepted. Default 64 KiB.
         public var maximumTokenLength: Int = CompactJWS.defaultMaximumLength
 
-        /// A `Configuration` from its parts; see each property for what it means.
+        /// Rules for ID tokens from `issuer` for `audience` (the client ID): every standard
+        /// asymmetric algorithm, 60 s leeway, `aud` and `iat` required, until changed.
         public init(issuer: String, audience: String) {
             self.issuer = issuer
             self.audience = audience

@@ -62,7 +62,8 @@ public struct TokenVerificationError: Error, Sendable, CustomStringConvertible {
     /// Where the error was thrown.
     public let line: Int
 
-    /// A `TokenVerificationError` from its parts; see each property for what it means.
+    /// A verification failure; `message` is kept to one line with control characters escaped,
+    /// whatever header or claim text was interpolated into it.
     public init(
         _ code: Code, _ message: String, underlying: (any Error)? = nil,
         file: String = #fileID, line: Int = #line

@@ -14,10 +14,6 @@ final class OneShot<Value: Sendable>: Sendable {
 
     func fail(_ error: any Error) { complete(.failure(error)) }
 
-    var isComplete: Bool {
-        state.withLock { if case .done = $0 { true } else { false } }
-    }
-
     private func complete(_ result: Result<Value, any Error>) {
         let waiter = state.withLock { state -> CheckedContinuation<Value, any Error>? in
             guard case .pending(let waiter) = state else { return nil }

@@ -45,8 +45,13 @@ public final class PostgresTokenStore: TokenStore {
         public var lockTimeout: Duration = .seconds(120)
         /// Where the store and the queries log; nothing secret is logged. Default: nowhere.
         public var logger = Logger(label: "loginkit.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// The clock the store's own waits run on: ``operationTimeout``, and ``lockTimeout`` on this
+        /// side (PostgreSQL enforces its `lock_timeout` in real time). Default `SystemClock()`; tests
+        /// pass a manual clock so that a timeout fires without waiting in real time.
+        public var clock: any AuthClock = SystemClock()
 
-        /// A `Configuration` with the defaults documented on each property.
+        /// The default configuration: table `loginkit_profiles`, namespace `default`, 10 s to reach
+        /// the database, 120 s to wait for a lock.
         public init() {}
     }
 
@@ -64,15 +69,18 @@ public final class PostgresTokenStore: TokenStore {
 
     /// A store over `client` (which the caller runs). Call ``migrate()`` once before use.
     ///
-    /// - Throws: `TokenStoreError` `.invalidKey` for a bad sealing key, `.io` for a bad table name.
-    public init(client: PostgresClient, configuration: Configuration = Configuration()) throws(TokenStoreError) {
+    /// - Throws: `ConfigurationError` `.invalidValue` for a table name that is not `[schema.]name`;
+    ///   `TokenStoreError` `.invalidKey` for a bad sealing key.
+    public init(client: PostgresClient, configuration: Configuration = Configuration()) throws {
         let parts = configuration.table.split(separator: ".", omittingEmptySubsequences: false)
         let valid = (1...2).contains(parts.count) && parts.allSatisfy { part in
             guard let first = part.first, first == "_" || first.isLetter else { return false }
             return part.count <= 63 && part.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
         }
         guard valid else {
-            throw TokenStoreError(.io, path: configuration.table, "the table name \"\(configuration.table)\" must be [schema.]name of ASCII letters, digits and _")
+            throw ConfigurationError(
+                .invalidValue,
+                "PostgresTokenStore.Configuration.table \"\(configuration.table)\" must be [schema.]name of ASCII letters, digits and _")
         }
         self.client = client
         self.configuration = configuration
@@ -186,15 +194,16 @@ public final class PostgresTokenStore: TokenStore {
         let acquired = OneShot<[String: Row]>()
         let decision = OneShot<[Write]>()
         let timeouts = (operation: configuration.operationTimeout, lock: configuration.lockTimeout)
+        let clock = configuration.clock
         let location = self.location
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.hold(scope: scope, leased: leased, acquired: acquired, decision: decision) }
             // Abandoning the transaction (any exit before the writes are decided) rolls it back.
             defer { decision.fail(CancellationError()) }
             let timer = Task {
-                try await Task.sleep(for: timeouts.operation)
+                try await clock.sleep(for: timeouts.operation)
                 leased.fail(TokenStoreError(.unavailable, path: location, "no database connection within \(timeouts.operation); is PostgreSQL up and reachable?"))
-                try await Task.sleep(for: timeouts.lock)
+                try await clock.sleep(for: timeouts.lock)
                 acquired.fail(TokenStoreError(.lockFailed, path: location, "the profile's lock was not granted within \(timeouts.operation + timeouts.lock)"))
             }
             defer { timer.cancel() }
@@ -379,11 +388,12 @@ public final class PostgresTokenStore: TokenStore {
     /// Runs `operation`, failing with `.unavailable` when it takes longer than `timeout`.
     private func withDeadline<R: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> R) async throws -> R {
         let location = self.location
+        let clock = configuration.clock
         do {
             return try await withThrowingTaskGroup(of: R?.self) { group in
                 group.addTask { try await operation() }
                 group.addTask {
-                    try await Task.sleep(for: timeout)
+                    try await clock.sleep(for: timeout)
                     return nil
                 }
                 defer { group.cancelAll() }

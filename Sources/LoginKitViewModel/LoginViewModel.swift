@@ -7,7 +7,8 @@ public import Observation
 /// `loginButtonPressed()` disables the button for exactly as long as the call runs (`defer`
 /// re-enables it); a press while it is disabled does nothing. Errors become a
 /// ``LoginErrorMessage`` a view can show, and are logged without secrets. A required upgrade sets
-/// ``forcedUpgrade``, which the user cannot clear. Success is signalled on ``dismissals``.
+/// ``forcedUpgrade``, which the user cannot clear. Success sets ``user`` and is signalled on
+/// ``dismissals``; ``logOutButtonPressed()`` clears ``user``.
 ///
 /// Concurrency contract: `@MainActor`; observe it with the Observation framework.
 @MainActor
@@ -23,6 +24,9 @@ public final class LoginViewModel<Service: AuthServiceProtocol> {
     public private(set) var loginErrorMessage: LoginErrorMessage?
     /// The policy that forces an upgrade; once set, nothing the user does clears it.
     public private(set) var forcedUpgrade: VersionPolicy?
+    /// The user of the last successful login; `nil` before one and after ``logOutButtonPressed()``.
+    /// A failed attempt leaves it as it was.
+    public private(set) var user: User?
     /// The error behind ``loginErrorMessage``, for hosts that report details (the CLI's exit codes).
     @ObservationIgnored public private(set) var lastError: (any Error)?
 
@@ -50,6 +54,7 @@ public final class LoginViewModel<Service: AuthServiceProtocol> {
         self.password = ""
         do {
             let user = try await service.logIn(for: User.ID(rawValue: id), with: password)
+            self.user = user
             dismissContinuation.yield(user)
         } catch {
             lastError = error
@@ -64,6 +69,15 @@ public final class LoginViewModel<Service: AuthServiceProtocol> {
     /// The user dismissed the error alert. A forced upgrade stays.
     public func dismissError() {
         loginErrorMessage = nil
+    }
+
+    /// Logs out through the service and clears ``user`` once it returns; the result says what
+    /// happened at the provider (revocation) and in the store.
+    @discardableResult
+    public func logOutButtonPressed() async -> LogoutResult {
+        let result = await service.logOut()
+        user = nil
+        return result
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import LoginKit
 
 /// A failure the CLI reports as one line on stderr and an exit code from the contract.
@@ -19,18 +20,26 @@ struct CLIFailure: Error {
             self = failure
         case let error as LoginRequiredError:
             self.init(exitCode: 3, error.message + ([.noIDToken, .noAccessToken].contains(error.code) ? "" : "; run `loginkit login`"), detail: "\(error)")
+        case let error as LoginError where error.code == .invalidScope:
+            // The configuration asked for what the provider does not offer: not the user's credentials.
+            self.init(exitCode: 2, error.message + "; choose the scope with --scope", detail: "\(error)")
         case let error as LoginError:
             self.init(exitCode: 4, error.message, detail: "\(error)")
+        case let error as BrowserLoginError where error.isForgedResponse:
+            // A response that is not this login's (state, iss): a forgery or a mix-up, as a bad token is.
+            self.init(exitCode: 7, "the sign-in response was refused: \(error.message)", detail: "\(error)")
+        case let error as BrowserLoginError:
+            self.init(exitCode: 1, error.message, detail: "\(error)")
         case let error as NetworkError:
             self.init(exitCode: 5, error.message, detail: "\(error)")
         case let error as ServerError:
-            self.init(exitCode: 5, error.message, detail: "\(error)")
+            self.init(exitCode: 5, Self.namingFlags(error.message), detail: "\(error)")
         case let error as UpgradeRequiredError:
             var text = "\(error.policy.title): \(error.policy.message)"
             if let url = error.policy.url { text += " Upgrade: \(url)" }
             self.init(exitCode: 6, text, detail: "\(error)")
         case let error as ConfigurationError:
-            self.init(exitCode: 2, error.message, detail: "\(error)")
+            self.init(exitCode: 2, Self.namingFlags(error.message), detail: "\(error)")
         case let error as TokenVerificationError where error.code == .keySetUnavailable || error.code == .keySetTooLarge:
             // The issuer's keys could not be fetched or used: the network or the provider failed;
             // nothing was found wrong with the token itself.
@@ -44,6 +53,20 @@ struct CLIFailure: Error {
         default:
             self.init(exitCode: 1, "failed: \(type(of: error))", detail: "\(error)")
         }
+    }
+
+    /// The library names its settings (`OAuth2API.Configuration.endpoints.token`); the CLI user sets
+    /// them with flags. Longer names first: the type prefix goes before the short names are mapped.
+    static func namingFlags(_ message: String) -> String {
+        let flags = [
+            ("OAuth2API.Configuration.usesDiscovery is false", "--no-discovery is set"),
+            ("OAuth2API.Configuration.issuer", "--issuer"), ("JSONLoginAPI.Configuration.loginURL", "--login-url"),
+            ("OAuth2API.Configuration.", ""),
+            ("endpoints.authorization", "--authorization-endpoint"), ("endpoints.token", "--token-endpoint"),
+            ("endpoints.deviceAuthorization", "--device-authorization-endpoint"), ("endpoints.revocation", "--revocation-endpoint"),
+            ("endpoints.jwks", "--jwks-uri"), ("endpoints.userinfo", "--userinfo-endpoint"),
+        ]
+        return flags.reduce(message) { text, pair in text.replacingOccurrences(of: pair.0, with: pair.1) }
     }
 
     static func usage(_ message: String) -> CLIFailure {

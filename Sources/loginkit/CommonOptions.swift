@@ -61,12 +61,13 @@ struct NetworkOptions: ParsableArguments {
 
 /// Builds the API a stored profile came from, so that `token` works with nothing but `--profile`.
 enum APIFactory {
-    static func api(for source: CredentialSource, transport: any HTTPTransport, clientSecret: String?) throws -> any AuthAPI {
+    /// `attributes` are the profile's: explicit endpoints recorded at login (``EndpointAttributes``).
+    static func api(
+        for source: CredentialSource, attributes: [String: String] = [:], transport: any HTTPTransport, clientSecret: String?
+    ) throws -> any AuthAPI {
         switch source.kind {
         case .oauth2:
-            guard let clientID = source.clientID else { throw CLIFailure(exitCode: 1, "the profile has no client ID; log in again") }
-            var configuration = OAuth2API.Configuration(issuer: source.endpoint, clientID: clientID, clientSecret: clientSecret)
-            if let scope = source.scope { configuration.scope = scope }
+            let configuration = try oauth2Configuration(for: source, attributes: attributes, clientSecret: clientSecret)
             return OAuth2API(configuration: configuration, transport: transport)
         case .cognito:
             guard let clientID = source.clientID, let poolID = source.poolID, let region = source.region else {
@@ -76,6 +77,18 @@ enum APIFactory {
         case .jsonLogin:
             return JSONLoginAPI(configuration: .init(loginURL: source.endpoint), transport: transport)
         }
+    }
+
+    /// The OAuth2API configuration an `oauth2` profile was logged in with: issuer, client, scope,
+    /// and the explicit endpoints its `attributes` recorded.
+    static func oauth2Configuration(
+        for source: CredentialSource, attributes: [String: String], clientSecret: String?
+    ) throws -> OAuth2API.Configuration {
+        guard let clientID = source.clientID else { throw CLIFailure(exitCode: 1, "the profile has no client ID; log in again") }
+        var configuration = OAuth2API.Configuration(issuer: source.endpoint, clientID: clientID, clientSecret: clientSecret)
+        if let scope = source.scope { configuration.scope = scope }
+        EndpointAttributes.apply(attributes, to: &configuration)
+        return configuration
     }
 
     /// The client secret from `LOGINKIT_CLIENT_SECRET` (never a flag value).
@@ -95,7 +108,7 @@ enum APIFactory {
         guard let profile else {
             throw CLIFailure(exitCode: 3, "not logged in (profile \"\(options.profileName)\"); run `loginkit login`")
         }
-        let api = try api(for: profile.source, transport: transport, clientSecret: environmentSecret)
+        let api = try api(for: profile.source, attributes: profile.attributes, transport: transport, clientSecret: environmentSecret)
         return (AuthService(api: api, store: store, profile: options.profileName), store)
     }
 }

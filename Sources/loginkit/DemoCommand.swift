@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
 import LoginKit
-import LoginKitDevServer
 import LoginKitViewModel
 
-/// `loginkit demo`: the dev identity provider on a free port and a tour in a temporary store.
+/// `loginkit demo`: the dev identity provider (`loginkit-dev-server`, a child process) on a free
+/// port and a tour in a temporary store.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
@@ -15,7 +15,7 @@ struct DemoCommand: AsyncParsableCommand {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("loginkit-demo-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try await reportingFailures {
-            try await DevServer.withServer { server in
+            try await DevServerProcess.withServer { server in
                 try await CurlHTTPClient.withClient { client in
                     try await tour(server: server, client: client, storePath: directory + "/tokens.json")
                 }
@@ -24,9 +24,9 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     @MainActor
-    private func tour(server: DevServer, client: CurlHTTPClient, storePath: String) async throws {
+    private func tour(server: DevServerProcess, client: CurlHTTPClient, storePath: String) async throws {
         let started = ContinuousClock.now
-        print("LoginKit demo — dev identity provider at \(server.issuer)")
+        print("LoginKit demo — dev identity provider at \(server.issuer) (\(DevServerProcess.executableName), process \(server.pid))")
         print("store: \(storePath) (temporary)\n")
         let store = try IDTokenStore(path: storePath, sealing: .none)
         let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: client)
@@ -41,10 +41,19 @@ struct DemoCommand: AsyncParsableCommand {
         viewModel.password = "demo"
         var dismissals = viewModel.dismissals.makeAsyncIterator()
         await viewModel.loginButtonPressed()
-        guard let user = await dismissals.next() else { throw CLIFailure(exitCode: 1, "the demo login failed") }
+        guard await dismissals.next() != nil else { throw CLIFailure(exitCode: 1, "the demo login failed") }
         print("   right password → logged in; button enabled again: \(viewModel.isLoginButtonEnabled)\n")
 
-        step(2, "The user and the verified ID token's claims")
+        step(2, "Sign in through the browser (authorization code + PKCE), with a scripted browser doing the clicking")
+        let browser = ScriptedBrowserLauncher(executable: server.executable)
+        var browserLogin = BrowserLogin.Configuration()
+        browserLogin.timeout = .seconds(30)
+        let user = try await service.logInWithBrowser(browserLogin, launcher: browser)
+        print("   $BROWSER=\(browser.command): no person clicked; a scripted browser loaded the sign-in page,")
+        print("   entered demo/demo and followed the redirect to this process's loopback listener (its own line is on stderr)")
+        print("   → signed in as \(user.id): code exchanged with the PKCE verifier, state and nonce checked\n")
+
+        step(3, "The user and the verified ID token's claims")
         print("   user: id \(user.id), preferred_username \(user.preferredUsername ?? "-"), nickname \(user.nickname ?? "-"), birthdate \(user.birthdate ?? "-")")
         let idToken = try await service.validIDToken()
         let claims = try idToken.unverifiedClaims()
@@ -54,26 +63,26 @@ struct DemoCommand: AsyncParsableCommand {
         }
         print("")
 
-        step(3, "100 concurrent requests for a token that has expired → one refresh")
+        step(4, "100 concurrent requests for a token that has expired → one refresh")
         guard var profile = try await store.profile(named: "default") else { throw CLIFailure(exitCode: 1, "no profile") }
         profile.credentials.expiresAt = Date().addingTimeInterval(-1)
         profile.credentials.idTokenExpiresAt = Date().addingTimeInterval(-1)
         profile.updatedAt = Date().addingTimeInterval(-3601)
         try await store.save(profile, as: "default")  // as if an hour had passed
-        let before = server.monitor.requestCount(path: "/oauth/token")
+        let before = try await server.requestCount(path: "/oauth/token", client: client)
         let tokens = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<100 { group.addTask { try await service.validIDToken().rawValue } }
             var distinct = Set<String>()
             for try await token in group { distinct.insert(token) }
             return distinct
         }
-        let refreshes = server.monitor.requestCount(path: "/oauth/token") - before
+        let refreshes = try await server.requestCount(path: "/oauth/token", client: client) - before
         print("   100 callers got \(tokens.count) distinct token; the server counted \(refreshes) token request(s)\n")
 
-        step(4, "An outdated version is refused by the version gate")
-        server.monitor.versionPolicy.minimumVersion = "9.0.0"
+        step(5, "An outdated version is refused by the version gate")
+        try await server.setMinimumVersion("9.0.0", client: client)
         let gate = VersionGate(
-            configuration: .init(url: server.url("/version-policy"), currentVersion: try SemanticVersion(parsing: LoginKitCLI.version.description)),
+            configuration: .init(url: server.issuer + "/version-policy", currentVersion: try SemanticVersion(parsing: LoginKitCLI.version.description)),
             transport: client
         )
         let gated = AuthService(api: api, store: InMemoryTokenStore(), gate: gate)
@@ -85,9 +94,10 @@ struct DemoCommand: AsyncParsableCommand {
             print("   the CLI exits with code 6 in this case\n")
         }
 
-        step(5, "Log out: revoke at the provider, delete the profile")
+        step(6, "Log out: revoke at the provider, delete the profile")
         await service.logOut()
-        print("   revocation requests: \(server.monitor.requestCount(path: "/oauth/revoke")); profile left: \(try await store.profile(named: "default") == nil ? "none" : "still there")")
+        let revocations = try await server.requestCount(path: "/oauth/revoke", client: client)
+        print("   revocation requests: \(revocations); profile left: \(try await store.profile(named: "default") == nil ? "none" : "still there")")
         do {
             _ = try await service.validIDToken()
         } catch let error as LoginRequiredError {
@@ -98,5 +108,35 @@ struct DemoCommand: AsyncParsableCommand {
 
     private func step(_ number: Int, _ title: String) {
         print("\(number). \(title)")
+    }
+}
+
+/// `$BROWSER` set to `loginkit-dev-server browse`, opened by `SystemBrowserLauncher` as any
+/// `$BROWSER` is. A scripted browser that could not sign in ends the login at once, instead of
+/// leaving it waiting for a redirect that will not come.
+struct ScriptedBrowserLauncher: BrowserLauncher {
+    /// The `$BROWSER` value: the executable (quoted when it has to be) and `browse`.
+    let command: String
+    private let system: SystemBrowserLauncher
+
+    init(executable: String) {
+        command = Self.quotedWord(executable) + " browse"
+        var environment = ProcessInfo.processInfo.environment
+        environment["BROWSER"] = command
+        system = SystemBrowserLauncher(environment: environment)
+    }
+
+    func open(_ url: String) async throws {
+        do {
+            try await system.open(url)
+        } catch let error as BrowserLoginError where error.code == .browserUnavailable {
+            throw CLIFailure(exitCode: 1, "the scripted browser could not sign in: \(error.message)")
+        }
+    }
+
+    /// `word` as `$BROWSER` splits it back into one word: single-quoted unless it is plain.
+    static func quotedWord(_ word: String) -> String {
+        let plain = !word.isEmpty && word.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+,=@".contains($0)) }
+        return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 }

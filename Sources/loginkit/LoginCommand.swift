@@ -3,15 +3,21 @@ import Foundation
 import LoginKit
 import LoginKitViewModel
 
-/// `loginkit login`: a password, device-code or client-credentials login into a profile.
+/// `loginkit login`: a browser, password, device-code or client-credentials login into a profile.
 struct LoginCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "login",
         abstract: "Log in and save the credentials to a profile.",
         discussion: """
             Choose the provider with --issuer (OpenID Connect), --login-url (JSON login API) or \
-            --cognito-pool-id with --cognito-region. The password comes from a no-echo prompt, or from \
-            --password-stdin. Secrets are never taken from flag values.
+            --cognito-pool-id with --cognito-region. With --issuer and none of --username, --device and \
+            --client-credentials, the login runs in the browser (authorization code with PKCE over a \
+            loopback redirect); the URL is always printed on stderr, and with --no-browser, or when no \
+            browser opens, the address the browser ends on can be pasted on stdin. The password comes \
+            from a no-echo prompt, or from --password-stdin. Secrets are never taken from flag values.
+
+            Without --scope, an OpenID Connect login asks for openid, plus profile, email and \
+            offline_access where the provider's discovery lists them in scopes_supported.
 
             A JSON login API's ID tokens are verified against the keys of the issuer named by --issuer \
             (its jwks_uri, from OpenID Connect discovery), for the audience named by --client-id. \
@@ -29,6 +35,8 @@ struct LoginCommand: AsyncParsableCommand {
     @Option(name: .customLong("client-id"), help: "Client ID, the audience of the ID tokens (default: $LOGINKIT_CLIENT_ID).") var clientID: String?
     @Option(help: "The user to log in.") var username: String?
     @Flag(name: .customLong("password-stdin"), help: "Read the password from standard input.") var passwordStdin = false
+    @Flag(help: "Log in in the browser (the default with --issuer and none of --username, --device, --client-credentials).")
+    var browser = false
     @Flag(help: "Use the device authorization flow (prints a code to enter elsewhere).") var device = false
     @Flag(name: .customLong("client-credentials"), help: "Log the client itself in (secret from $LOGINKIT_CLIENT_SECRET or --client-secret-stdin).")
     var clientCredentials = false
@@ -41,8 +49,19 @@ struct LoginCommand: AsyncParsableCommand {
     @Option(help: "The scope to ask for.") var scope: String?
     @Option(name: .customLong("version-policy"), help: "A minimum-version policy URL to check first.") var versionPolicy: String?
     @Flag(help: "Print the result as JSON on stdout.") var json = false
+    @OptionGroup(title: "Browser login") var browserOptions: BrowserOptions
+    @OptionGroup(title: "Endpoints (for providers without full discovery)") var endpointOptions: EndpointOptions
     @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
+
+    /// Whether the provider is an OpenID Connect issuer (not a JSON login API or Cognito).
+    private var isOpenIDConnect: Bool { loginURL == nil && cognitoPoolID == nil }
+
+    /// Whether this is a browser login: `--browser`, or an OpenID Connect provider and none of
+    /// `--username`, `--device`, `--client-credentials`.
+    private var usesBrowser: Bool {
+        browser || (isOpenIDConnect && username == nil && !device && !clientCredentials)
+    }
 
     func validate() throws {
         let environment = ProcessInfo.processInfo.environment
@@ -71,6 +90,28 @@ struct LoginCommand: AsyncParsableCommand {
         if cognitoPoolID == nil, !(loginURL != nil && insecureSkipIDTokenVerification), issuer != nil, clientID == nil {
             throw ValidationError("--issuer needs --client-id (or $LOGINKIT_CLIENT_ID): the audience its ID tokens must be meant for")
         }
+        try validateModes()
+    }
+
+    /// The browser login's and explicit endpoints' flags against the login chosen.
+    private func validateModes() throws {
+        if browser && (username != nil || device || clientCredentials) {
+            throw ValidationError("--browser excludes --username, --device and --client-credentials")
+        }
+        if browser && !isOpenIDConnect {
+            throw ValidationError("--browser needs an OpenID Connect provider (--issuer), not --login-url or --cognito-pool-id")
+        }
+        let browserFlags = browserOptions.given
+        if !browserFlags.isEmpty && !(isOpenIDConnect && usesBrowser) {
+            throw ValidationError("\(browserFlags.joined(separator: ", ")) apply to the browser login only")
+        }
+        let endpointFlags = endpointOptions.given
+        if !endpointFlags.isEmpty && !isOpenIDConnect {
+            throw ValidationError("\(endpointFlags.joined(separator: ", ")) apply to an OpenID Connect provider (--issuer) only")
+        }
+        if passwordStdin && username == nil {
+            throw ValidationError("--password-stdin needs --username")
+        }
     }
 
     func run() async throws {
@@ -88,17 +129,18 @@ struct LoginCommand: AsyncParsableCommand {
                     )
                 }
                 let service = AuthService(api: api, store: store, profile: storeOptions.profileName, gate: gate)
-                let user: User?
-                if clientCredentials {
-                    user = try await Terminal.withSpinner("Logging in…") { try await service.logInAsClient(scope: scope) }
-                } else if device {
-                    user = try await service.logInWithDevice(scope: scope) { authorization in
-                        // Both come from the provider: escaped, so that they cannot forge lines or drive the terminal.
-                        Terminal.standardError("To sign in, open \(Terminal.printable(authorization.verificationURIComplete ?? authorization.verificationURI, limit: 2048))")
-                        Terminal.standardError("and enter the code: \(Terminal.printable(authorization.userCode, limit: 64))")
+                let oauth2 = api as? OAuth2API
+                let user: User? = try await InteractiveLogin.refusingScopes(of: oauth2, scope: scope) { () async throws -> User? in
+                    if clientCredentials {
+                        return try await Terminal.withSpinner("Logging in…") { try await service.logInAsClient(scope: scope) }
                     }
-                } else {
-                    user = try await passwordLogin(service: service)
+                    if device { return try await InteractiveLogin.device(service: service, scope: scope) }
+                    if usesBrowser { return try await InteractiveLogin.browser(service: service, options: browserOptions, scope: nil) }
+                    return try await passwordLogin(service: service)
+                }
+                if let oauth2 {
+                    // The profile remembers the issuer, not explicit endpoints: refresh and logout need them too.
+                    try await EndpointAttributes.record(oauth2.configuration, source: oauth2.source, in: store, profile: storeOptions.profileName)
                 }
                 try await report(user: user, store: store, issuer: api.source.endpoint)
             }
@@ -131,8 +173,9 @@ struct LoginCommand: AsyncParsableCommand {
         guard let issuer else { throw CLIFailure.usage("name the provider with --issuer") }
         guard let clientID else { throw CLIFailure.usage("--issuer needs --client-id (or $LOGINKIT_CLIENT_ID)") }
         var configuration = OAuth2API.Configuration(issuer: issuer, clientID: clientID, clientSecret: clientSecret)
-        if let scope { configuration.scope = scope }
-        return OAuth2API(configuration: configuration, transport: transport)
+        endpointOptions.apply(to: &configuration)
+        // Without --scope: openid plus what discovery's scopes_supported offers of profile, email, offline_access.
+        return try await InteractiveLogin.api(configuration, scope: scope, transport: transport)
     }
 
     /// A verifier for `issuer`'s ID tokens meant for `audience`, with the keys at the `jwks_uri` that
@@ -163,7 +206,7 @@ struct LoginCommand: AsyncParsableCommand {
         viewModel.password = password
         var dismissals = viewModel.dismissals.makeAsyncIterator()
         await Terminal.withSpinner("Logging in…") { await viewModel.loginButtonPressed() }
-        if let error = viewModel.lastError { throw CLIFailure(error) }
+        if let error = viewModel.lastError { throw error }  // reportingFailures maps it (after refusingScopes)
         guard let user = await dismissals.next() else { throw CLIFailure(exitCode: 1, "the login ended without a result") }
         return user
     }

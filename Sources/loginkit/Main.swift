@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import LoginKit
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -28,7 +29,7 @@ struct LoginKitCommand: AsyncParsableCommand {
 @main
 enum LoginKitCLI {
     /// This CLI's version, checked against version policies.
-    static let version = SemanticVersionText(major: 0, minor: 1, patch: 0)
+    static let version = SemanticVersion(major: 0, minor: 1, patch: 0)
 
     static func main() async {
         ProcessHardening.disableCoreDumps()  // before any secret is read or received
@@ -64,10 +65,4 @@ enum LoginKitCLI {
             exit(2)  // the contract's usage code (ArgumentParser would use 64)
         }
     }
-}
-
-/// A version triple for `--version`, without pulling LoginKit into argument parsing.
-struct SemanticVersionText: CustomStringConvertible {
-    let major: Int, minor: Int, patch: Int
-    var description: String { "\(major).\(minor).\(patch)" }
 }

@@ -2,52 +2,115 @@ import ArgumentParser
 import Foundation
 import LoginKit
 
-/// `loginkit token`: a valid token and a newline on stdout, nothing else.
+/// `loginkit token`: a valid token and a newline on stdout, nothing else (or kubectl's
+/// ExecCredential JSON with `--exec-credential`). With `--login`, a credential helper: a missing or
+/// unusable session runs that login first (TokenCommand+Login.swift).
 struct TokenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
         abstract: "Print a valid token (refreshing it if needed) and a newline.",
-        discussion: "Prints the ID token, or the access token with --access. Concurrent invocations refresh once."
+        discussion: """
+            Prints the ID token, or the access token with --access. Concurrent invocations refresh once. \
+            With --login browser, device or auto, a missing or unusable session runs that login first and \
+            then prints the token: --issuer and --client-id name the provider, else the profile's is used; \
+            concurrent invocations open the browser once. --exec-credential prints kubectl's ExecCredential \
+            (client.authentication.k8s.io/v1) instead of the bare token.
+            """
     )
+
+    /// What `token` does when there is no usable session.
+    enum LoginMode: String, CaseIterable, ExpressibleByArgument {
+        /// Fail with exit 3.
+        case never
+        /// Log in in the browser.
+        case browser
+        /// Log in with the device flow.
+        case device
+        /// The browser when one can be opened, else the device flow.
+        case auto
+    }
 
     @Flag(help: "Print the access token instead of the ID token.") var access = false
     @Option(name: .customLong("min-validity"), help: "Seconds the token must stay valid (refresh otherwise).") var minValidity: Int = 0
+    @Option(help: "With no usable session: never (exit 3), or log in with browser, device or auto (browser when one can be opened, else device) first.")
+    var login: LoginMode = .never
+    @Flag(name: .customLong("exec-credential"), help: "Print kubectl's ExecCredential JSON (client.authentication.k8s.io/v1) instead of the bare token.")
+    var execCredential = false
+    @Option(help: "OpenID Connect issuer URL to log in with (default: $LOGINKIT_ISSUER with --login, else the profile's).") var issuer: String?
+    @Option(name: .customLong("client-id"), help: "Client ID to log in with (default: $LOGINKIT_CLIENT_ID with --login, else the profile's).")
+    var clientID: String?
+    @Option(help: "The scope to log in with (default: the profile's, else openid plus what discovery offers of profile, email, offline_access).")
+    var scope: String?
+    @OptionGroup(title: "Browser login (with --login browser or auto)") var browserOptions: BrowserOptions
+    @OptionGroup(title: "Endpoints (for providers without full discovery)") var endpointOptions: EndpointOptions
     @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
 
     func validate() throws {
         guard minValidity >= 0 else { throw ValidationError("--min-validity must be zero or more seconds") }
+        let browserFlags = browserOptions.given
+        let loginFlags = browserFlags + (scope != nil ? ["--scope"] : [])
+        if login == .never, !loginFlags.isEmpty {
+            throw ValidationError("\(loginFlags.joined(separator: ", ")) apply with --login only")
+        }
+        if login == .device, !browserFlags.isEmpty {
+            throw ValidationError("\(browserFlags.joined(separator: ", ")) apply with --login browser or auto only")
+        }
     }
 
     func run() async throws {
         try await reportingFailures {
             let clientConfiguration = try networkOptions.clientConfiguration()
-            let token = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
-                let (service, _) = try await APIFactory.service(options: storeOptions, transport: client)
-                let token: Result<String, any Error>
-                do { token = .success(try await self.token(from: service)) } catch { token = .failure(error) }
+            let output = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
+                let store = try storeOptions.openStore()
+                let stored = try await store.profile(named: storeOptions.profileName)
+                let provider = try self.provider(stored: stored, transport: client)
+                let service = AuthService(api: provider.api, store: store, profile: storeOptions.profileName)
+                let result: Result<Issued, any Error>
+                do { result = .success(try await self.issued(from: service)) } catch { result = .failure(error) }
                 // A background refresh whose request has left (the advisory window) is awaited, so
                 // that the rotated refresh token is saved before this short-lived process exits.
                 await service.shutdown()
-                return try token.get()
+                switch result {
+                case .failure(is LoginRequiredError) where login != .never:
+                    return try await self.issuedAfterLogin(provider: provider, store: store, transport: client)
+                default:
+                    return try result.get()
+                }
             }
-            FileHandle.standardOutput.write(Data((token + "\n").utf8))
+            let line = try execCredential ? ExecCredential.json(token: output.token, expiresAt: output.expiresAt) : output.token
+            FileHandle.standardOutput.write(Data((line + "\n").utf8))
         }
     }
 }
 
 extension TokenCommand {
-    func token(from service: AuthService) async throws -> String {
+    /// A token and, when known, when it expires.
+    struct Issued: Sendable {
+        let token: String
+        let expiresAt: Date?
+    }
+
+    /// The token asked for (ID or access) from `service`, refreshing it as needed.
+    ///
+    /// - Throws: `CLIFailure` (exit 1) when the provider issued no such token; what
+    ///   `validIDToken`/`validAccessToken` throw (`LoginRequiredError` when a login is needed).
+    func issued(from service: AuthService) async throws -> Issued {
         let minimum = Duration.seconds(minValidity)
         if access {
             do {
-                return try await service.validAccessToken(minimumValidity: minimum)
+                let token = try await service.validAccessToken(minimumValidity: minimum)
+                guard execCredential else { return Issued(token: token, expiresAt: nil) }
+                let stored = try? await service.store.profile(named: service.profileName)
+                return Issued(token: token, expiresAt: stored?.credentials.accessToken == token ? stored?.credentials.expiresAt : nil)
             } catch let error as LoginRequiredError where error.code == .noAccessToken {
                 throw CLIFailure(exitCode: 1, "the provider issued no access token for this profile")
             }
         }
         do {
-            return try await service.validIDToken(minimumValidity: minimum).rawValue
+            let idToken = try await service.validIDToken(minimumValidity: minimum)
+            let expiry = (try? idToken.unverifiedClaims())?.expiresAt.map { Date(timeIntervalSince1970: $0) }
+            return Issued(token: idToken.rawValue, expiresAt: expiry)
         } catch let error as LoginRequiredError where error.code == .noIDToken {
             throw CLIFailure(exitCode: 1, "the provider issued no ID token for this profile; use `loginkit token --access`")
         }

@@ -23,11 +23,13 @@ import Testing
                 let api = OAuth2API(configuration: .init(issuer: issuer, clientID: "my-cli"), transport: try CurlHTTPClient())
                 let service = AuthService(api: api, store: try IDTokenStore())
                 let user = try await service.logIn(for: User.ID(rawValue: "alice"), with: password)
-                let token = try await service.validIDToken()  // refreshed once, however many callers ask at once
+                let token = try await service.validAccessToken()  // refreshed once, however many callers ask at once
                 // --- README ends
 
                 #expect(user.id.rawValue == "alice-1")
-                #expect(token.rawValue.split(separator: ".").count == 3)
+                #expect(!token.isEmpty)
+                #expect(try await service.validAccessToken() == token, "served from the store, not fetched again")
+                #expect(server.monitor.requestCount(path: "/oauth/token") == 1)
                 #expect(FileManager.default.fileExists(atPath: directory + "/tokens.json"))
             }
         }

@@ -7,8 +7,15 @@
 //   pg-token <url> <namespace> <issuer> <client-id> <callers>
 //                                         <callers> concurrent validAccessToken() through a
 //                                         PostgresTokenStore; prints each distinct token, one a line
+//   browse [--deny] [--forge-state] [--record FILE] [--print-redirect] URL
+//                                         a browser for $BROWSER: TestBrowser signs in as demo/demo
+//                                         (or denies) at URL and delivers the redirect to the app
+//                                         (or prints it, to paste); --record appends the redirect to
+//                                         FILE; --forge-state replaces its state. Prints nothing else
+//                                         on stdout: a launcher's child shares the app's stdout.
 import Foundation
 import LoginKit
+import LoginKitMocks
 import LoginKitPostgres
 
 @main
@@ -47,6 +54,8 @@ struct TestHelper {
             case "measure-save" where arguments.count == 4:
                 guard let count = Int(arguments[3]) else { throw Usage() }
                 try await measureSave(directory: arguments[2], count: count)
+            case "browse" where arguments.count >= 3:
+                try await browse(Array(arguments.dropFirst(2)))
             case "save-loop" where arguments.count == 5:
                 try await saveLoop(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], progress: arguments[4])
             default:
@@ -59,7 +68,56 @@ struct TestHelper {
     }
 
     struct Usage: Error, CustomStringConvertible {
-        var description: String { "usage: increment <store> <profile> <count> | save-loop <store> <profile>" }
+        var description: String {
+            "usage: increment <store> <profile> <count> | save-loop <store> <profile> | browse [--deny] [--forge-state] [--record FILE] [--print-redirect] URL"
+        }
+    }
+
+    /// `browse [--deny] [--forge-state] [--record FILE] [--print-redirect] URL` (the URL last, as
+    /// `SystemBrowserLauncher` appends it to `$BROWSER`).
+    static func browse(_ options: [String]) async throws {
+        guard let url = options.last else { throw Usage() }
+        var deny = false, forgeState = false, printRedirect = false
+        var record: String?
+        var flags = options.dropLast().makeIterator()
+        while let flag = flags.next() {
+            switch flag {
+            case "--deny": deny = true
+            case "--forge-state": forgeState = true
+            case "--print-redirect": printRedirect = true
+            case "--record":
+                guard let path = flags.next() else { throw Usage() }
+                record = path
+            default: throw Usage()
+            }
+        }
+        let (action, forging, printing, recording) = (deny ? TestBrowser.Action.deny : .demo, forgeState, printRedirect, record)
+        try await CurlHTTPClient.withClient { client in
+            let browser = TestBrowser(transport: client, action: action, rewriteRedirect: { forging ? Self.replacingState(in: $0) : $0 })
+            let redirect = try await browser.signIn(at: url)
+            if let recording { append(redirect + "\n", to: recording) }
+            if printing {
+                print(redirect)
+            } else {
+                try await browser.deliver(redirect)
+            }
+        }
+    }
+
+    /// `url` with its `state` parameter's value replaced: a forged response.
+    static func replacingState(in url: String) -> String {
+        guard let start = url.range(of: "state=") else { return url }
+        let end = url[start.upperBound...].firstIndex(of: "&") ?? url.endIndex
+        return url.replacingCharacters(in: start.upperBound..<end, with: "forged-state")
+    }
+
+    /// Appends `line` to the file at `path` in one `write` (O_APPEND: concurrent writers do not mix).
+    static func append(_ line: String, to path: String) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        let bytes = Array(line.utf8)
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
     }
 
     static func profile(counter: Int) -> StoredProfile {

@@ -35,47 +35,29 @@ public final class SpawnedProcess: Sendable {
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
         stdin: Stream = .null, stdout: Stream = .inherit, stderr: Stream = .inherit
     ) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        for (stream, target) in [(stdin, Int32(0)), (stdout, 1), (stderr, 2)] {
-            switch stream {
-            case .null: posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
-            case .inherit: break
-            case .descriptor(let fd): posix_spawn_file_actions_adddup2(&actions, fd, target)
-            }
-        }
-        Self.closeEverythingElse(&actions)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let argv = [executable] + arguments
         let environment = environment ?? ProcessInfo.processInfo.environment
-        let envp = environment.map { "\($0.key)=\($0.value)" }
-        var pid: pid_t = 0
-        let result = withCStrings(argv) { argvPointers in
-            withCStrings(envp) { envPointers in
-                posix_spawn(&pid, executable, &actions, &attributes, argvPointers, envPointers)
+        func stream(_ stream: Stream) -> LoginKit.ChildProcess.Stream {
+            switch stream {
+            case .null: .null
+            case .inherit: .inherit
+            case .descriptor(let descriptor): .descriptor(descriptor)
             }
         }
-        guard result == 0 else {
-            throw NSError(domain: NSPOSIXErrorDomain, code: Int(result), userInfo: [NSLocalizedDescriptionKey: "posix_spawn \(executable): \(String(cString: strerror(result)))"])
+        let pid: pid_t
+        do {
+            pid = try LoginKit.ChildProcess.spawn(
+                [executable] + arguments, environment: environment.map { "\($0.key)=\($0.value)" },
+                standardInput: stream(stdin), standardOutput: stream(stdout), standardError: stream(stderr))
+        } catch {
+            throw NSError(
+                domain: NSPOSIXErrorDomain, code: Int(error.code),
+                userInfo: [NSLocalizedDescriptionKey: "posix_spawn \(executable): \(error.message)"])
         }
         self.pid = pid
         Thread.detachNewThread { [self] in
             var status: Int32 = 0
             while waitpid(self.pid, &status, 0) == -1 && errno == EINTR {}
-            // The exit code, or 128 + the signal that ended it, as a shell reports it.
-            let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            let code = LoginKit.ChildProcess.exitCode(fromWaitStatus: status)
             let waiters = self.state.withLock { state in
                 state.status = code
                 defer { state.waiters = [] }
@@ -115,19 +97,6 @@ public final class SpawnedProcess: Sendable {
         public static let SIGTERM = KillSignal(rawValue: Glibc.SIGTERM)
     }
 
-    /// Closes every descriptor above 2 in the child: glibc's `posix_spawn_file_actions_addclosefrom_np`
-    /// (2.34+, not exported to Swift, so looked up at run time), else each descriptor open now.
-    private static func closeEverythingElse(_ actions: inout posix_spawn_file_actions_t) {
-        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-        if let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") {
-            _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
-            return
-        }
-        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        for fd in open.compactMap({ Int32($0) }) where fd > 2 {
-            posix_spawn_file_actions_addclose(&actions, fd)
-        }
-    }
 }
 
 /// A pipe whose two ends are close-on-exec (a child gets one only through `dup2`).
@@ -169,25 +138,48 @@ public struct TestPipe: Sendable {
 
     /// Writes `data` to the write end, then closes it (the reader sees EOF).
     public func writeAndClose(_ data: Data) {
-        data.withUnsafeBytes { raw in
-            guard let base = raw.baseAddress else { return }
-            var offset = 0
-            while offset < raw.count {
-                let written = write(writeEnd, base + offset, raw.count - offset)
-                if written > 0 {
-                    offset += written
-                } else if errno != EINTR {
-                    break
-                }
-            }
-        }
+        writeAll(data, to: writeEnd)
         close(writeEnd)
     }
 }
 
-private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
-    var pointers = strings.map { strdup($0) }
-    pointers.append(nil)
-    defer { for pointer in pointers { free(pointer) } }
-    return body(pointers)
+/// Writes all of `data` to `descriptor` (retrying after signals; stops at the first other error).
+public func writeAll(_ data: Data, to descriptor: Int32) {
+    data.withUnsafeBytes { raw in
+        guard let base = raw.baseAddress else { return }
+        var offset = 0
+        while offset < raw.count {
+            let written = write(descriptor, base + offset, raw.count - offset)
+            if written > 0 {
+                offset += written
+            } else if errno != EINTR {
+                break
+            }
+        }
+    }
 }
+
+/// Reads `descriptor` on a thread of its own until EOF (every writer gone), handing each line
+/// (without its newline; a last unterminated line too) to `line`, then closes it and calls `atEnd`.
+public func readLines(
+    from descriptor: Int32, _ line: @escaping @Sendable (String) -> Void, atEnd: @escaping @Sendable () -> Void
+) {
+    Thread.detachNewThread {
+        var pending = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            pending.append(contentsOf: buffer[0..<count])
+            while let newline = pending.firstIndex(of: 0x0A) {
+                line(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                pending.removeSubrange(pending.startIndex...newline)
+            }
+        }
+        if !pending.isEmpty { line(String(decoding: pending, as: UTF8.self)) }
+        close(descriptor)
+        atEnd()
+    }
+}
+

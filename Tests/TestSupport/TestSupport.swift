@@ -31,24 +31,7 @@ public final class ChildProcess: Sendable {
             stdout: .descriptor(output.writeEnd))
         let (lines, continuation) = AsyncStream<String>.makeStream()
         self.lines = lines
-        // Read lines on a thread of their own until EOF (every writer gone).
-        let fd = output.readEnd
-        Thread.detachNewThread {
-            var pending = Data()
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = read(fd, &buffer, buffer.count)
-                if count < 0 && errno == EINTR { continue }
-                if count <= 0 { break }
-                pending.append(contentsOf: buffer[0..<count])
-                while let newline = pending.firstIndex(of: 0x0A) {
-                    continuation.yield(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
-                    pending.removeSubrange(pending.startIndex...newline)
-                }
-            }
-            close(fd)
-            continuation.finish()
-        }
+        readLines(from: output.readEnd) { continuation.yield($0) } atEnd: { continuation.finish() }
     }
 
     /// Waits for the process to end and returns its exit code (or 128 + the signal that ended it).
@@ -118,14 +101,22 @@ public func expireStoredCredentials(in store: some TokenStore, profile name: Str
 public func freeLoopbackPort() throws -> Int {
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(socket) }
+    return try #require(bindToLoopback(socket, listen: false))
+}
+
+/// Binds the TCP socket `descriptor` to an ephemeral port on 127.0.0.1 (and listens with a backlog
+/// of 16 when `listen`); the port, or `nil` when a call failed.
+public func bindToLoopback(_ descriptor: Int32, listen: Bool) -> Int? {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     address.sin_port = 0
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, length) == 0 && (!listen || Glibc.listen(descriptor, 16) == 0)
+                && getsockname(descriptor, $0, &length) == 0
+        }
     }
-    try #require(bound)
-    return Int(UInt16(bigEndian: address.sin_port))
+    return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
 }

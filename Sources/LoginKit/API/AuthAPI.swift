@@ -63,7 +63,8 @@ public struct DeviceAuthorization: Sendable, Hashable {
     /// How long to wait between polls.
     public let interval: Duration
 
-    /// A `DeviceAuthorization` from its parts; see each property for what it means.
+    /// A device authorization as the provider answered it (RFC 8628 §3.2), `expires_in` already
+    /// turned into `expiresAt`.
     public init(deviceCode: String, userCode: String, verificationURI: String, verificationURIComplete: String?, expiresAt: Date, interval: Duration) {
         self.deviceCode = deviceCode
         self.userCode = userCode

@@ -36,12 +36,25 @@ public struct LoginError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The provider's own error code (`invalid_grant`, `NotAuthorizedException`, …), when it sent one.
     public let providerError: String?
+    /// The error underneath, when there is one.
+    public let underlying: (any Error)?
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
 
-    /// A `LoginError` from its parts; see each property for what it means.
-    public init(_ code: Code, _ message: String, providerError: String? = nil) {
+    /// A rejection: `code` says why, `message` what to do next (never the password or a token), and
+    /// `providerError` keeps the provider's own code for logs and support.
+    public init(
+        _ code: Code, _ message: String, providerError: String? = nil, underlying: (any Error)? = nil,
+        file: String = #fileID, line: Int = #line
+    ) {
         self.code = code
         self.message = message
         self.providerError = providerError
+        self.underlying = underlying
+        self.file = file
+        self.line = line
     }
 
     public var description: String { "LoginError(\(code)): \(message)" }
@@ -68,7 +81,9 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
         public static let unexpectedStatus = Code(.unexpectedStatus)
         /// The server reported a protocol error (`invalid_request`, `unsupported_grant_type`, …).
         public static let protocolError = Code(.protocolError)
-        /// The server's metadata does not fit the configuration (issuer mismatch, missing endpoint).
+        /// The provider's metadata is unusable or does not fit the configuration: an issuer mismatch,
+        /// no endpoint advertised, an advertised URL that is not absolute http(s). A fault in the
+        /// caller's own settings is a `ConfigurationError` instead.
         public static let misconfigured = Code(.misconfigured)
 
         public var description: String { base.rawValue }
@@ -84,14 +99,27 @@ public struct ServerError: Error, Sendable, CustomStringConvertible {
     public let providerError: String?
     /// How long the server asked to wait (`Retry-After`), for `.rateLimited` and `.unavailable`.
     public let retryAfter: Duration?
+    /// The error underneath, when there is one.
+    public let underlying: (any Error)?
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
 
-    /// A `ServerError` from its parts; see each property for what it means.
-    public init(_ code: Code, _ message: String, status: Int? = nil, providerError: String? = nil, retryAfter: Duration? = nil) {
+    /// A server failure: `code` says what kind (`isTransient` follows from it), `message` what
+    /// failed; `status`, `providerError` and `retryAfter` carry what the response said, when it said it.
+    public init(
+        _ code: Code, _ message: String, status: Int? = nil, providerError: String? = nil, retryAfter: Duration? = nil,
+        underlying: (any Error)? = nil, file: String = #fileID, line: Int = #line
+    ) {
         self.code = code
         self.message = message
         self.status = status
         self.providerError = providerError
         self.retryAfter = retryAfter
+        self.underlying = underlying
+        self.file = file
+        self.line = line
     }
 
     /// Whether trying again later may succeed (5xx, 429).
@@ -138,13 +166,22 @@ public struct LoginRequiredError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The error underneath, when there is one.
     public let underlying: (any Error)?
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
 
     /// A login-required error: `code` says why, `message` what to do next.
-    public init(_ code: Code, profile: String?, _ message: String, underlying: (any Error)? = nil) {
+    public init(
+        _ code: Code, profile: String?, _ message: String, underlying: (any Error)? = nil,
+        file: String = #fileID, line: Int = #line
+    ) {
         self.code = code
         self.profile = profile
         self.message = message
         self.underlying = underlying
+        self.file = file
+        self.line = line
     }
 
     public var description: String { "LoginRequiredError(\(code)): \(message)" }
@@ -152,7 +189,19 @@ public struct LoginRequiredError: Error, Sendable, CustomStringConvertible {
 
 /// A login was started while another one is still in flight; nothing was sent.
 public struct LoginInProgressError: Error, Sendable, CustomStringConvertible {
-    /// A `LoginInProgressError` with the defaults documented on each property.
-    public init() {}
+    /// The error underneath, when there is one (`AuthService` sets none).
+    public let underlying: (any Error)?
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
+
+    /// The refusal of a second login while one is in flight; wait for the first one's outcome.
+    public init(underlying: (any Error)? = nil, file: String = #fileID, line: Int = #line) {
+        self.underlying = underlying
+        self.file = file
+        self.line = line
+    }
+
     public var description: String { "LoginInProgressError: a login is already in progress" }
 }

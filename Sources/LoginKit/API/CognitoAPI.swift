@@ -29,7 +29,8 @@ public struct CognitoAPI: AuthAPI {
         /// Whether ID tokens are verified against the pool's keys. Default `true`.
         public var verifiesIDTokens = true
 
-        /// A `Configuration` from its parts; see each property for what it means.
+        /// The pool `poolID` and app client `clientID` in `region`, at `endpoint` when given (moto in
+        /// tests). Nothing is checked here; every call runs `validate()` first.
         public init(poolID: String, clientID: String, region: String, endpoint: String? = nil) {
             self.poolID = poolID
             self.clientID = clientID
@@ -98,7 +99,8 @@ public struct CognitoAPI: AuthAPI {
     private let verifier: IDTokenVerifier?
     private let now: @Sendable () -> Date
 
-    /// A `CognitoAPI` from its parts; see each property for what it means.
+    /// An API for `configuration`'s pool over `transport`; `now` dates expiries and checks ID tokens
+    /// against the pool's keys (unless `verifiesIDTokens` is off).
     public init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }) {
         self.configuration = configuration
         self.endpoint = TokenEndpoint(transport: transport)
@@ -181,8 +183,9 @@ public struct CognitoAPI: AuthAPI {
     /// One AWS JSON 1.1 call; Cognito's `__type` errors become typed errors.
     private func call(_ action: String, _ body: [String: JSONValue], refreshing: Bool) async throws -> JSONValue {
         let target = HTTPField.Name("X-Amz-Target") ?? .accept
+        let origin = configuration.endpoint == nil ? "CognitoAPI.Configuration.region" : "CognitoAPI.Configuration.endpoint"
         let (response, json, _) = try await endpoint.send(
-            configuration.serviceURL + "/", method: .post,
+            configuration.serviceURL + "/", origin: .configuration(origin), method: .post,
             headers: [.contentType: "application/x-amz-json-1.1", target: "AWSCognitoIdentityProviderService.\(action)"],
             body: Data(JSONValue.object(body).serialized.utf8)
         )

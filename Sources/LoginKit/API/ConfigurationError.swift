@@ -12,7 +12,8 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
         private let base: Base
         private init(_ base: Base) { self.base = base }
 
-        /// A value is not in the format it must have; it would otherwise end up in a host name or URL.
+        /// A value is missing or not in the format it must have (a URL that is not absolute http(s),
+        /// a region that would otherwise end up in a host name, a table name that would end up in SQL).
         public static let invalidValue = Code(.invalidValue)
         /// ID tokens would be accepted without verification: no verifier is configured and the
         /// configuration does not explicitly opt out of verifying.
@@ -28,15 +29,19 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public let code: Code
     /// Which setting is wrong and how to fix it; never a secret.
     public let message: String
+    /// The error underneath, when there is one.
+    public let underlying: (any Error)?
     /// Where the error was thrown.
     public let file: String
     /// Where the error was thrown.
     public let line: Int
 
-    /// A `ConfigurationError` from its parts; see each property for what it means.
-    public init(_ code: Code, _ message: String, file: String = #fileID, line: Int = #line) {
+    /// A configuration error; `message` names the setting (`OAuth2API.Configuration.issuer`) and is
+    /// kept to one line with control characters escaped, whatever was interpolated into it.
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.message = escapingControlCharacters(message)  // one line, no terminal escapes, whatever was interpolated
+        self.underlying = underlying
         self.file = file
         self.line = line
     }

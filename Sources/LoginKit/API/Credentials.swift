@@ -28,7 +28,8 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     /// which the refresh decision measures windows against (docs/refresh.md).
     public var issuedAt: Date?
 
-    /// A `Credentials` from its parts; see each property for what it means.
+    /// Credentials as a provider issued them; every field is optional, since providers differ in
+    /// what they send (no ID token on a password grant, no refresh token, no expiry).
     public init(
         idToken: IDToken? = nil, accessToken: String? = nil, refreshToken: String? = nil, tokenType: String? = nil,
         expiresAt: Date? = nil, scope: String? = nil, issuer: String? = nil, idTokenExpiresAt: Date? = nil,

@@ -9,7 +9,7 @@ public struct IDToken: Sendable, Hashable, Codable, CustomStringConvertible, Cus
     /// The compact JWT.
     public let rawValue: String
 
-    /// A `IDToken` from its parts; see each property for what it means.
+    /// Wraps a compact JWT as it was received; nothing is decoded or verified.
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
@@ -21,7 +21,7 @@ public struct IDToken: Sendable, Hashable, Codable, CustomStringConvertible, Cus
         try JWTClaims(payload: CompactJWS(parsing: rawValue).payload)
     }
 
-    /// A `IDToken` from its parts; see each property for what it means.
+    /// Decodes the token from a JSON string, as the store writes it; nothing is verified.
     public init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)
     }

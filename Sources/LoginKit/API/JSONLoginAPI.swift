@@ -46,7 +46,8 @@ public struct JSONLoginAPI: AuthAPI {
         /// `.required`.
         public var idTokenVerification: IDTokenVerification = .required
 
-        /// A `Configuration` from its parts; see each property for what it means.
+        /// Posts to `loginURL`; returned ID tokens are verified with `verifier`, which is required
+        /// unless ``idTokenVerification`` opts out.
         public init(loginURL: String, verifier: IDTokenVerifier? = nil) {
             self.loginURL = loginURL
             self.verifier = verifier
@@ -58,7 +59,8 @@ public struct JSONLoginAPI: AuthAPI {
     private let endpoint: TokenEndpoint
     private let now: @Sendable () -> Date
 
-    /// A `JSONLoginAPI` from its parts; see each property for what it means.
+    /// An API that posts to `configuration.loginURL` over `transport`; `now` is its time source, as
+    /// for the other APIs (the expiry comes from the verified token).
     public init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }) {
         self.configuration = configuration
         self.endpoint = TokenEndpoint(transport: transport)
@@ -87,7 +89,8 @@ public struct JSONLoginAPI: AuthAPI {
         }
         let body = JSONValue.object([configuration.idField: .string(id.rawValue), configuration.passwordField: .string(password)])
         let (response, json, _) = try await endpoint.send(
-            configuration.loginURL, method: .post, headers: [.contentType: "application/json", .accept: "application/json"],
+            configuration.loginURL, origin: .configuration("JSONLoginAPI.Configuration.loginURL"), method: .post,
+            headers: [.contentType: "application/json", .accept: "application/json"],
             body: Data(body.serialized.utf8)
         )
         let status = response.status.code

@@ -13,9 +13,10 @@ extension OAuth2API: AuthorizationCodeAPI {
     /// `openid`, a new `nonce` (32 bytes from a CSPRNG each), then `login_hint`, `prompt`,
     /// `acr_values` and the extra parameters, on the discovered (or configured) authorization endpoint.
     ///
-    /// - Throws: `ServerError` `.misconfigured` when there is no authorization endpoint, it is not
-    ///   `https` (loopback excepted), or the provider lists PKCE methods without `S256`;
-    ///   `ConfigurationError` `.invalidValue` for an extra parameter LoginKit sets itself;
+    /// - Throws: `ServerError` `.misconfigured` when there is no authorization endpoint, the
+    ///   discovered one is not `https` (loopback excepted), or the provider lists PKCE methods without
+    ///   `S256`; `ConfigurationError` `.invalidValue` for a configured authorization endpoint that is
+    ///   not `https` (loopback excepted) and for an extra parameter LoginKit sets itself;
     ///   discovery's errors; `CryptoError` when the random generator fails.
     public func authorizationRequest(redirectURI: String, options: AuthorizationOptions) async throws
         -> AuthorizationRequest
@@ -24,12 +25,15 @@ extension OAuth2API: AuthorizationCodeAPI {
         let host = URLParts(configuration.issuer)?.host ?? configuration.issuer
         guard let endpoint = provider.authorizationEndpoint else {
             throw ServerError(
-                .misconfigured, "\(host) advertises no authorization_endpoint; set endpoints.authorization")
+                .misconfigured, "\(host) advertises no authorization_endpoint; set OAuth2API.Configuration.endpoints.authorization")
         }
         guard let parts = URLParts(endpoint), parts.scheme == "https" || parts.isLoopback else {
-            throw ServerError(
-                .misconfigured,
-                "the authorization endpoint \"\(printableExcerpt(endpoint, limit: 200))\" is not an https URL")
+            let shown = TokenEndpoint.quoted(url: endpoint)
+            if configuration.endpoints.authorization != nil {
+                throw ConfigurationError(
+                    .invalidValue, "OAuth2API.Configuration.endpoints.authorization \(shown) is not an https URL")
+            }
+            throw ServerError(.misconfigured, "\(host)'s authorization_endpoint \(shown) is not an https URL")
         }
         if let methods = provider.codeChallengeMethodsSupported, !methods.isEmpty, !methods.contains("S256") {
             throw ServerError(.misconfigured, "\(host) does not offer PKCE with S256, which LoginKit always uses")

@@ -19,7 +19,7 @@ extension OAuth2API {
         /// The userinfo endpoint.
         public var userinfo: String?
 
-        /// Endpoints from their parts; see each property for what it means.
+        /// Endpoints to use instead of (or without) discovery; each one left `nil` comes from discovery.
         public init(
             authorization: String? = nil, token: String? = nil, deviceAuthorization: String? = nil,
             revocation: String? = nil,
@@ -51,18 +51,22 @@ extension OAuth2API.Metadata {
     /// The metadata from a discovery `document` (empty when discovery is off), the configuration's
     /// explicit endpoints winning over it.
     ///
-    /// - Throws: `ServerError` `.misconfigured` when there is no token endpoint at all.
+    /// - Throws: `ServerError` `.misconfigured` when the discovery document has no token endpoint
+    ///   and none is configured; `ConfigurationError` `.invalidValue` when discovery is off and no
+    ///   token endpoint is configured.
     init(document: [String: JSONValue], configuration: OAuth2API.Configuration, host: String) throws {
         let explicit = configuration.endpoints
         func string(_ name: String) -> String? { document[name]?.stringValue }
         func strings(_ name: String) -> [String]? { document[name]?.arrayValue?.compactMap(\.stringValue) }
         guard let tokenEndpoint = explicit.token ?? string("token_endpoint") else {
+            guard configuration.usesDiscovery else {
+                throw ConfigurationError(
+                    .invalidValue,
+                    "OAuth2API.Configuration.usesDiscovery is false and no token endpoint is configured; set OAuth2API.Configuration.endpoints.token"
+                )
+            }
             throw ServerError(
-                .misconfigured,
-                configuration.usesDiscovery
-                    ? "\(host)'s discovery document has no token_endpoint; set endpoints.token"
-                    : "discovery is off and no token endpoint is configured; set endpoints.token"
-            )
+                .misconfigured, "\(host)'s discovery document has no token_endpoint; set OAuth2API.Configuration.endpoints.token")
         }
         self.init(
             issuer: configuration.issuer, tokenEndpoint: tokenEndpoint, jwksURI: explicit.jwks ?? string("jwks_uri"),

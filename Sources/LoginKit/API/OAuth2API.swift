@@ -41,7 +41,8 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         /// publish none (GitHub), which then need at least `endpoints.token`.
         public var usesDiscovery = true
 
-        /// A `Configuration` from its parts; see each property for what it means.
+        /// A public client (no secret) or a confidential one of `issuer`; every other setting keeps
+        /// its default (discovery on, ID tokens verified, `client_secret_basic`).
         public init(issuer: String, clientID: String, clientSecret: String? = nil) {
             self.issuer = issuer
             self.clientID = clientID
@@ -101,6 +102,12 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
 
     private var host: String { URLParts(configuration.issuer)?.host ?? configuration.issuer }
 
+    /// Whose URL an endpoint is: the configuration's when `explicit` (its `endpoints.<setting>`) is
+    /// set, which wins over discovery; otherwise the provider's `field` in its discovery document.
+    func origin(_ explicit: String?, setting: String, field: String) -> TokenEndpoint.URLOrigin {
+        explicit != nil ? .configuration("OAuth2API.Configuration.endpoints.\(setting)") : .provider("\(host)'s \(field)")
+    }
+
     private var authentication: ClientAuthentication {
         guard let secret = configuration.clientSecret else { return .none(id: configuration.clientID) }
         switch configuration.clientAuthenticationMethod {
@@ -113,8 +120,9 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
 
     /// The provider's metadata, fetched on first use.
     ///
-    /// - Throws: `ServerError` (`.misconfigured` for an issuer mismatch or a missing token endpoint),
-    ///   `NetworkError`.
+    /// - Throws: `ServerError` (`.misconfigured` for an issuer mismatch or no advertised token
+    ///   endpoint), `ConfigurationError` `.invalidValue` (an issuer that is not an absolute http(s) URL,
+    ///   discovery off without `endpoints.token`), `NetworkError`.
     public func metadata() async throws -> Metadata {
         try await loaded().metadata
     }
@@ -141,7 +149,8 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     private func discoveryDocument() async throws -> [String: JSONValue] {
         let issuer = configuration.issuer.hasSuffix("/") ? String(configuration.issuer.dropLast()) : configuration.issuer
         let url = issuer + "/.well-known/openid-configuration"
-        let (response, json, _) = try await endpoint.send(url, method: .get, headers: [.accept: "application/json"], body: nil)
+        let (response, json, _) = try await endpoint.send(
+            url, origin: .configuration("OAuth2API.Configuration.issuer"), method: .get, headers: [.accept: "application/json"], body: nil)
         if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host) { throw error }
         guard let document = json?.objectValue else {
             throw ServerError(.malformedResponse, "\(host)'s discovery document is not JSON")
@@ -149,7 +158,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         guard document["issuer"]?.stringValue == configuration.issuer else {
             throw ServerError(
                 .misconfigured,
-                "\(host)'s discovery document names issuer \"\(printableExcerpt(document["issuer"]?.stringValue ?? "none", limit: 200))\", not \"\(configuration.issuer)\"; check --issuer"
+                "\(host)'s discovery document names issuer \"\(printableExcerpt(document["issuer"]?.stringValue ?? "none", limit: 200))\", not \"\(configuration.issuer)\"; set OAuth2API.Configuration.issuer to the provider's issuer exactly"
             )
         }
         return document
@@ -159,7 +168,9 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
 
     func tokenRequest(_ fields: [(String, String)], grant: TokenEndpoint.Grant, previous: Credentials? = nil) async throws -> Credentials {
         let (metadata, verifier) = try await loaded()
-        let (response, json, _) = try await endpoint.postForm(metadata.tokenEndpoint, fields: fields, authentication: authentication)
+        let (response, json, _) = try await endpoint.postForm(
+            metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
+            fields: fields, authentication: authentication)
         if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host) { throw error }
         try TokenEndpoint.requireJSON(response, host: host)
         let credentials = try await TokenEndpoint.credentials(
@@ -169,7 +180,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         if configuration.verifiesIDTokens, verifier == nil, let idToken = credentials.idToken, idToken != previous?.idToken {
             throw ConfigurationError(
                 .verifierRequired,
-                "\(host) sent an ID token but publishes no jwks_uri to verify it with; set endpoints.jwks, or verifiesIDTokens = false"
+                "\(host) sent an ID token but publishes no jwks_uri to verify it with; set OAuth2API.Configuration.endpoints.jwks, or OAuth2API.Configuration.verifiesIDTokens = false"
             )
         }
         return credentials
@@ -203,7 +214,8 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         let tokens = [(credentials.refreshToken, "refresh_token"), (credentials.accessToken, "access_token")]
         for case let (token?, hint) in tokens {
             let (response, json, _) = try await endpoint.postForm(
-                revocationEndpoint, fields: [("token", token), ("token_type_hint", hint)], authentication: authentication
+                revocationEndpoint, origin: origin(configuration.endpoints.revocation, setting: "revocation", field: "revocation_endpoint"),
+                fields: [("token", token), ("token_type_hint", hint)], authentication: authentication
             )
             // RFC 7009 §2.2: 200 for valid and invalid tokens alike; 503 may come back with Retry-After.
             if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host),
@@ -219,9 +231,12 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
 
     public func startDeviceAuthorization(scope: String? = nil) async throws -> DeviceAuthorization {
         guard let url = try await metadata().deviceAuthorizationEndpoint else {
-            throw ServerError(.misconfigured, "\(host) offers no device authorization endpoint")
+            throw ServerError(
+                .misconfigured, "\(host) offers no device authorization endpoint; set OAuth2API.Configuration.endpoints.deviceAuthorization if it has one")
         }
-        let (response, json, _) = try await endpoint.postForm(url, fields: [("scope", scope ?? configuration.scope)], authentication: authentication)
+        let (response, json, _) = try await endpoint.postForm(
+            url, origin: origin(configuration.endpoints.deviceAuthorization, setting: "deviceAuthorization", field: "device_authorization_endpoint"),
+            fields: [("scope", scope ?? configuration.scope)], authentication: authentication)
         if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host) { throw error }
         guard let object = json?.objectValue,
             let deviceCode = object["device_code"]?.stringValue, let userCode = object["user_code"]?.stringValue,

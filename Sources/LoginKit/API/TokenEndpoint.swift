@@ -23,8 +23,20 @@ struct TokenEndpoint: Sendable {
         let description: String?
     }
 
+    /// Where a URL comes from, which decides whose fault a malformed one is.
+    enum URLOrigin {
+        /// A setting of the caller's configuration, named as the caller writes it
+        /// (`OAuth2API.Configuration.issuer`): a malformed URL is a `ConfigurationError`.
+        case configuration(String)
+        /// The provider's metadata, named with its host (`example.com's token_endpoint`): a
+        /// malformed URL is a `ServerError` `.misconfigured`.
+        case provider(String)
+    }
+
     /// POSTs `fields` as a form, with client authentication `authentication`.
-    func postForm(_ url: String, fields: [(String, String)], authentication: ClientAuthentication?) async throws -> (HTTPResponse, JSONValue?, Data) {
+    func postForm(
+        _ url: String, origin: URLOrigin, fields: [(String, String)], authentication: ClientAuthentication?
+    ) async throws -> (HTTPResponse, JSONValue?, Data) {
         var fields = fields
         var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded", .accept: "application/json"]
         switch authentication {
@@ -39,16 +51,33 @@ struct TokenEndpoint: Sendable {
         case nil:
             break
         }
-        return try await send(url, method: .post, headers: headers, body: Data(FormURLEncoding.encode(fields).utf8))
+        return try await send(url, origin: origin, method: .post, headers: headers, body: Data(FormURLEncoding.encode(fields).utf8))
     }
 
     /// Sends a request and parses the body as JSON when it is JSON; never throws for a status.
-    func send(_ url: String, method: HTTPRequest.Method, headers: HTTPFields, body: Data?) async throws -> (HTTPResponse, JSONValue?, Data) {
+    ///
+    /// - Throws: when `url` is not an absolute http(s) URL, nothing is sent and the error depends on
+    ///   `origin`: `ConfigurationError` `.invalidValue` for the caller's setting, `ServerError`
+    ///   `.misconfigured` for the provider's metadata; otherwise the transport's errors.
+    func send(
+        _ url: String, origin: URLOrigin, method: HTTPRequest.Method, headers: HTTPFields, body: Data?
+    ) async throws -> (HTTPResponse, JSONValue?, Data) {
         guard let request = HTTPRequest(method: method, url: url, headerFields: headers) else {
-            throw ServerError(.misconfigured, "\"\(url)\" is not an absolute http(s) URL")
+            switch origin {
+            case .configuration(let setting):
+                throw ConfigurationError(.invalidValue, "\(setting) \(Self.quoted(url: url)) is not an absolute http(s) URL")
+            case .provider(let field):
+                throw ServerError(.misconfigured, "\(field) \(Self.quoted(url: url)) is not an absolute http(s) URL")
+            }
         }
         let (response, data) = try await transport.send(request, body: body)
         return (response, try? JSONValue.parse(Array(data)), data)
+    }
+
+    /// A refused `url` as an error message may show it: quoted and cut to 200 characters, or not at
+    /// all when it has an `@`, which may follow credentials (user info, which is refused anyway).
+    static func quoted(url: String) -> String {
+        url.contains("@") ? "(a URL with user info, which is refused; not shown)" : "\"\(printableExcerpt(url, limit: 200))\""
     }
 
     /// The typed error for a non-2xx response, or `nil` for 2xx.

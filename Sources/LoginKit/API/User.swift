@@ -4,7 +4,7 @@ public struct User: Identifiable, Sendable, Hashable {
     public struct ID: Hashable, Sendable, CustomStringConvertible {
         /// The identifier as the provider wrote it.
         public let rawValue: String
-        /// A `ID` from its parts; see each property for what it means.
+        /// Wraps an identifier as the provider wrote it; nothing is normalised.
         public init(rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
     }
@@ -18,7 +18,7 @@ public struct User: Identifiable, Sendable, Hashable {
     /// `birthdate` as the provider wrote it (`YYYY-MM-DD`, or `0000-MM-DD` when the year is withheld).
     public var birthdate: String?
 
-    /// A `User` from its parts; see each property for what it means.
+    /// A user with `id` and whichever profile claims are known.
     public init(id: ID, preferredUsername: String? = nil, nickname: String? = nil, birthdate: String? = nil) {
         self.id = id
         self.preferredUsername = preferredUsername

@@ -16,7 +16,7 @@ public protocol AuthClock: Sendable {
 
 /// The real clock: `Date()` and `Task.sleep`.
 public struct SystemClock: AuthClock {
-    /// A `SystemClock` with the defaults documented on each property.
+    /// The real clock; it has no state, so every instance is the same.
     public init() {}
     public var now: Date { Date() }
     public func sleep(for duration: Duration) async throws {

@@ -7,7 +7,8 @@ public protocol AuthorizationCodeAPI: AuthAPI {
     /// scope has `openid`) `nonce`, and the URL to open.
     ///
     /// - Throws: `ServerError` `.misconfigured` when the provider has no authorization endpoint or no
-    ///   `S256`; `ConfigurationError` for options LoginKit refuses; `NetworkError` from discovery.
+    ///   `S256`; `ConfigurationError` for a configured endpoint or options LoginKit refuses;
+    ///   `NetworkError` from discovery.
     func authorizationRequest(redirectURI: String, options: AuthorizationOptions) async throws -> AuthorizationRequest
 
     /// Exchanges `code` (from a response already checked against `request`: `state`, `iss`) for
@@ -33,7 +34,8 @@ public struct AuthorizationOptions: Sendable {
     /// `nonce`, `code_challenge`, `code_challenge_method`) are refused.
     public var extraParameters: [(name: String, value: String)]
 
-    /// Options from their parts; see each property for what it means.
+    /// Options for one browser login, all optional; extra parameters LoginKit sets itself are
+    /// refused when the request is built.
     public init(
         scope: String? = nil, loginHint: String? = nil, prompt: String? = nil, acrValues: String? = nil,
         extraParameters: [(name: String, value: String)] = []

@@ -24,7 +24,8 @@ public struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDeb
     /// `authorization_response_iss_parameter_supported`, RFC 9207 §3).
     public let requiresIssuerInResponse: Bool
 
-    /// A request from its parts, for other ``AuthorizationCodeAPI`` implementations.
+    /// A request built by another ``AuthorizationCodeAPI`` implementation; the redirect is checked
+    /// against its `state`, `issuer` and `nonce`, and `codeVerifier` redeems the code.
     public init(
         url: String, redirectURI: String, state: String, nonce: String?, codeVerifier: String, scope: String,
         issuer: String, requiresIssuerInResponse: Bool

@@ -32,7 +32,8 @@ public struct BrowserLogin: Sendable {
         /// How long to wait for the redirect. Default 180 s.
         public var timeout: Duration = .seconds(180)
 
-        /// The defaults documented on each property.
+        /// The defaults: the API's scope, `127.0.0.1` on any free port with its `/callback` as the
+        /// redirect URI, 180 s to wait.
         public init() {}
     }
 

@@ -41,15 +41,19 @@ public struct BrowserLoginError: Error, Sendable, CustomStringConvertible {
     public let code: Code
     /// What failed and what to do next.
     public let message: String
+    /// The error underneath, when there is one.
+    public let underlying: (any Error)?
     /// Where the error was thrown.
     public let file: String
     /// Where the error was thrown.
     public let line: Int
 
-    /// A `BrowserLoginError` from its parts; see each property for what it means.
-    public init(_ code: Code, _ message: String, file: String = #fileID, line: Int = #line) {
+    /// A browser-login failure; `message` is kept to one line with control characters escaped,
+    /// whatever was interpolated into it (a provider's error description, a pasted address).
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.message = escapingControlCharacters(message)  // one line, whatever was interpolated
+        self.underlying = underlying
         self.file = file
         self.line = line
     }

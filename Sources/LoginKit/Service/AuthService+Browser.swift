@@ -43,7 +43,7 @@ extension AuthService {
         try await checkStoreIsUsable()
         return try await store.withInteractiveLogin(for: profileName, timeout: login.timeout) {
             if let stored = try await store.profile(named: profileName), isIssuedHere(stored.source),
-                RefreshDecision.issuedAt(stored) >= requestStart,
+                RefreshDecision.wasIssued(stored, since: requestStart),
                 (stored.credentials.expiresAt ?? .distantFuture) > clock.now
             {
                 logger.debug("took the login another process completed meanwhile", metadata: logMetadata)

@@ -31,8 +31,9 @@ extension AuthService {
     /// denial or expiry. Runs through ``workflows``, so prompts never interleave; when the step's
     /// turn comes and valid credentials already exist, it returns that user without prompting.
     ///
-    /// - Throws: `LoginInProgressError`, `LoginError` (denied, expired), `ServerError`
-    ///   `.misconfigured` when the API has no device flow, and what ``logIn(for:with:)`` throws.
+    /// - Throws: `LoginInProgressError`, `LoginError` (denied, expired), `ConfigurationError`
+    ///   `.unsupported` when the API has no device flow, `ServerError` `.misconfigured` when the
+    ///   provider offers no device endpoint, and what ``logIn(for:with:)`` throws.
     public func logInWithDevice(scope: String? = nil, prompt: @escaping @Sendable (DeviceAuthorization) async -> Void) async throws -> User {
         guard let api = api as? any DeviceAuthorizationAPI else {
             throw ConfigurationError(.unsupported, "the configured API does not support the device authorization grant")

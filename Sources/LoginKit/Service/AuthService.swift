@@ -48,7 +48,8 @@ public actor AuthService: AuthServiceProtocol {
         /// Default: a logger that discards everything; hand in the host's.
         public var logger = Logger(label: "loginkit.auth", factory: { _ in SwiftLogNoOpLogHandler() })
 
-        /// The defaults documented on each property.
+        /// The defaults: refresh from 5 minutes before expiry, wait from 60 s before it, 3 retries
+        /// backing off from 1 s to 30 s, 60 s for a whole refresh, 5 s for revocation, no logging.
         public init() {}
     }
 

@@ -76,7 +76,7 @@ public struct AuthDiagnostics: Sendable, Hashable, CustomStringConvertible {
     /// The credentials expire sooner than a session needs.
     public var expiringSoon = false
 
-    /// A `AuthDiagnostics` with the defaults documented on each property.
+    /// Diagnostics with no reason set: the goal is met.
     public init() {}
 
     /// Whether nothing stands between the sessions and their goal.

@@ -7,7 +7,7 @@
 public final class AuthWorkflowQueue: Sendable {
     private let lock = AsyncLock()
 
-    /// A `AuthWorkflowQueue` with the defaults documented on each property.
+    /// An empty queue; share one between every feature that may prompt the user.
     public init() {}
 
     /// Waits for the step's turn, then runs `perform` if `isNeeded` still says so.

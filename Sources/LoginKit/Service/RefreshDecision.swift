@@ -51,7 +51,7 @@ struct RefreshDecision: Sendable, Hashable {
         let credentials = profile.credentials
         guard let expiry = kind.expiry(of: credentials) else { return .serve }  // never expires
         let remaining = expiry.timeIntervalSince(now)
-        if remaining > 0, Self.issuedAt(profile) >= requestStart { return .serve }
+        if remaining > 0, Self.wasIssued(profile, since: requestStart) { return .serve }
         let lifetime = Self.lifetime(of: profile, expiry: expiry)
         let mandatory = min(mandatoryWindow.timeInterval, lifetime / 4)
         let advisory = min(advisoryWindow.timeInterval, lifetime / 2)
@@ -74,6 +74,12 @@ struct RefreshDecision: Sendable, Hashable {
         let asked = minimumValidity.timeInterval
         let ceiling = lifetime * 0.9
         return asked > ceiling ? (ceiling, true) : (asked, false)
+    }
+
+    /// Whether `profile`'s credentials were issued at or after `start`, to the millisecond: a stored
+    /// date comes back from the file's `secondsSince1970` a few hundred nanoseconds off.
+    static func wasIssued(_ profile: StoredProfile, since start: Date) -> Bool {
+        issuedAt(profile).timeIntervalSince(start) >= -0.001
     }
 
     /// When `profile`'s credentials were issued: their own stamp, else the profile's last write.

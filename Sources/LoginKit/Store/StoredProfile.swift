@@ -18,7 +18,7 @@ public struct StoredProfile: Sendable, Hashable, Codable {
     /// When this profile was last written.
     public var updatedAt: Date
 
-    /// A `StoredProfile` from its parts; see each property for what it means.
+    /// A profile holding `credentials` obtained from `source`, stamped `updatedAt` (default: now).
     public init(
         credentials: Credentials, source: CredentialSource, userID: String? = nil,
         attributes: [String: String] = [:], updatedAt: Date = Date()
@@ -62,7 +62,8 @@ public struct CredentialSource: Sendable, Hashable, Codable {
     /// The scope asked for at login, reused on refresh.
     public var scope: String?
 
-    /// A `CredentialSource` from its parts; see each property for what it means.
+    /// The source of credentials; `AuthService` refreshes a stored profile only against the source
+    /// it is configured with, so make these the values the API reports as its `source`.
     public init(kind: Kind, endpoint: String, clientID: String? = nil, poolID: String? = nil, region: String? = nil, scope: String? = nil) {
         self.kind = kind
         self.endpoint = endpoint

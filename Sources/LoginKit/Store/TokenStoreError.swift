@@ -53,17 +53,24 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The `errno`, for `.io` and `.lockFailed`.
     public let errno: Int32?
+    /// The error underneath (a database driver's error, …), when there is one.
+    public let underlying: (any Error)?
     /// Where the error was thrown.
     public let file: String
     /// Where the error was thrown.
     public let line: Int
 
-    /// A `TokenStoreError` from its parts; see each property for what it means.
-    public init(_ code: Code, path: String, _ message: String, errno: Int32? = nil, file: String = #fileID, line: Int = #line) {
+    /// A store failure at `path`; `message` says what failed and how to fix it, never with a token
+    /// or a key in it.
+    public init(
+        _ code: Code, path: String, _ message: String, errno: Int32? = nil, underlying: (any Error)? = nil,
+        file: String = #fileID, line: Int = #line
+    ) {
         self.code = code
         self.path = path
         self.message = message
         self.errno = errno
+        self.underlying = underlying
         self.file = file
         self.line = line
     }

@@ -25,7 +25,7 @@ public struct SemanticVersion: Sendable, Hashable, Comparable, Codable, Lossless
         public var description: String { "\"\(input)\" is not a semantic version: \(reason)" }
     }
 
-    /// A `SemanticVersion` from its parts; see each property for what it means.
+    /// A version from its numbers and identifiers, unchecked; ``init(parsing:)`` checks a string.
     public init(major: UInt64, minor: UInt64 = 0, patch: UInt64 = 0, preRelease: [String] = [], buildMetadata: [String] = []) {
         self.major = major
         self.minor = minor
@@ -128,7 +128,8 @@ public struct SemanticVersion: Sendable, Hashable, Comparable, Codable, Lossless
         return lhs.preRelease.count < rhs.preRelease.count
     }
 
-    /// A `SemanticVersion` from its parts; see each property for what it means.
+    /// Decodes a version from a string such as `1.4.0`; throws `DecodingError.dataCorrupted` when
+    /// it is not a semantic version.
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         do {

@@ -10,7 +10,7 @@ public struct VersionPolicy: Sendable, Hashable, Codable {
     /// Where to get the upgrade.
     public var url: String?
 
-    /// A `VersionPolicy` from its parts; see each property for what it means.
+    /// A policy requiring at least `version`, with the title and message shown to users below it.
     public init(title: String, message: String, version: SemanticVersion, url: String? = nil) {
         self.title = title
         self.message = message
@@ -25,11 +25,23 @@ public struct UpgradeRequiredError: Error, Sendable, CustomStringConvertible {
     public let policy: VersionPolicy
     /// This client's version.
     public let currentVersion: SemanticVersion
+    /// The error underneath, when there is one.
+    public let underlying: (any Error)?
+    /// Where the error was thrown.
+    public let file: String
+    /// Where the error was thrown.
+    public let line: Int
 
-    /// A `UpgradeRequiredError` from its parts; see each property for what it means.
-    public init(policy: VersionPolicy, currentVersion: SemanticVersion) {
+    /// The refusal of a client at `currentVersion`, below `policy`'s minimum.
+    public init(
+        policy: VersionPolicy, currentVersion: SemanticVersion, underlying: (any Error)? = nil,
+        file: String = #fileID, line: Int = #line
+    ) {
         self.policy = policy
         self.currentVersion = currentVersion
+        self.underlying = underlying
+        self.file = file
+        self.line = line
     }
 
     public var description: String {

@@ -7,7 +7,7 @@ package struct ReceiverReply: Sendable {
     /// The login's outcome: a code, or the error that ends it; `nil` to keep waiting.
     package var outcome: Result<String, any Error>?
 
-    /// A reply from its parts; see each property for what it means.
+    /// A reply with `status` and `page`; an `outcome` ends the login.
     package init(status: Int, page: String, outcome: Result<String, any Error>? = nil) {
         self.status = status
         self.page = page

@@ -30,43 +30,18 @@ enum BrowserProcess {
             throw BrowserLoginError(.browserUnavailable, "the browser command is empty")
         }
         #if canImport(Glibc)
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            if case .detached = streams {
-                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-                posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-                posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-            }
-            closeDescriptorsAbove2(&actions)
-            var attributes = posix_spawnattr_t()
-            posix_spawnattr_init(&attributes)
-            defer { posix_spawnattr_destroy(&attributes) }
-            var noSignals = sigset_t()
-            sigemptyset(&noSignals)
-            var defaults = sigset_t()
-            sigemptyset(&defaults)
-            for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT] { sigaddset(&defaults, signal) }
-            posix_spawnattr_setsigmask(&attributes, &noSignals)
-            posix_spawnattr_setsigdefault(&attributes, &defaults)
-            var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
-            if case .detached = streams {
-                flags |= POSIX_SPAWN_SETPGROUP
-                posix_spawnattr_setpgroup(&attributes, 0)
-            }
-            posix_spawnattr_setflags(&attributes, Int16(flags))
-
-            var pid: pid_t = 0
-            let result = withCStrings(arguments) { argv in
-                withCStrings(environment.map { "\($0.key)=\($0.value)" }) { envp in
-                    posix_spawnp(&pid, name, &actions, &attributes, argv, envp)
-                }
-            }
-            guard result == 0 else {
+            let child: pid_t
+            do {
+                child = try ChildProcess.spawn(
+                    arguments, searchPath: true, environment: environment.map { "\($0.key)=\($0.value)" },
+                    standardInput: streams == .detached ? .null : .inherit,
+                    standardOutput: streams == .detached ? .null : .inherit,
+                    standardError: streams == .detached ? .null : .inherit,
+                    newProcessGroup: streams == .detached)
+            } catch {
                 throw BrowserLoginError(
-                    .browserUnavailable, "could not start \"\(printableExcerpt(name))\": \(systemErrorMessage(result))")
+                    .browserUnavailable, "could not start \"\(printableExcerpt(name))\": \(error.message)")
             }
-            let child = pid
             let childExit = ChildExit()
             let reaping = startDetachedThread {
                 var status: Int32 = 0
@@ -75,8 +50,7 @@ enum BrowserProcess {
                 // Reaped by someone else (a host that ignores SIGCHLD): the exit status is unknown; take
                 // the browser as started, as the redirect will tell anyway.
                 guard reaped == child else { return childExit.record(0) }
-                // The exit code, or 128 + the signal that ended it, as a shell reports it.
-                childExit.record((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f))
+                childExit.record(ChildProcess.exitCode(fromWaitStatus: status))
             }
             if !reaping { childExit.record(0) }  // no thread: the child stays a zombie until the process ends
             return childExit
@@ -85,26 +59,6 @@ enum BrowserProcess {
                 .browserUnavailable, "LoginKit starts browsers on Linux only; open the URL yourself")
         #endif
     }
-
-    #if canImport(Glibc)
-        /// Closes every descriptor above 2 in the child: glibc's `posix_spawn_file_actions_addclosefrom_np`
-        /// (2.34+, not exported to Swift, so looked up at run time). Without it, LoginKit's own descriptors
-        /// are close-on-exec anyway.
-        private static func closeDescriptorsAbove2(_ actions: inout posix_spawn_file_actions_t) {
-            typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-            guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return }
-            _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
-        }
-
-        private static func withCStrings<R>(
-            _ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R
-        ) -> R {
-            var pointers = strings.map { strdup($0) }
-            pointers.append(nil)
-            defer { for pointer in pointers { free(pointer) } }
-            return body(pointers)
-        }
-    #endif
 }
 
 /// A started child's exit status, for whoever waits for it.

@@ -10,7 +10,7 @@ package struct CallbackHTTPRequest: Sendable, Equatable {
     /// The query, without `?`; empty when there is none.
     package let query: String
 
-    /// A request head from its parts; see each property for what it means.
+    /// A head whose request target is already split into `path` and `query`.
     package init(method: String, path: String, query: String) {
         self.method = method
         self.path = path

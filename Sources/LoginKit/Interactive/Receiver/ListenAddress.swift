@@ -12,7 +12,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// `127.0.0.1`, any free port: the default.
     public static let loopback = ListenAddress()
 
-    /// An address from its parts; see each property for what it means.
+    /// Listen on `host` (an IP address or `localhost`) at `port`, 0 for any free one.
     public init(host: String = "127.0.0.1", port: Int = 0) {
         self.host = host
         self.port = port

@@ -1,9 +1,11 @@
-import LoginKit
+package import HTTPTypes
+import LoginKitHTTP
 
-/// The first form of an HTML page, read as far as a test browser needs: its method and action, its
+/// The first form of an HTML page, read as far as a scripted browser needs (`TestBrowser` in
+/// LoginKitMocks, `loginkit-dev-server browse`): its method and action, its
 /// `<input>` fields and its submit buttons. Not an HTML parser: a tag scanner that handles quoted,
 /// unquoted and bare attributes, comments and the common character references.
-struct HTMLForm {
+package struct HTMLForm {
     struct Control {
         let tag: String
         let attributes: [String: String]
@@ -18,7 +20,7 @@ struct HTMLForm {
     let controls: [Control]
 
     /// The first `<form>…</form>` in `html`.
-    static func first(in html: String) -> HTMLForm? {
+    package static func first(in html: String) -> HTMLForm? {
         var form: (method: String, action: String?)?
         var controls: [Control] = []
         for (tag, attributes) in tags(in: html) {
@@ -33,8 +35,15 @@ struct HTMLForm {
         return HTMLForm(method: form.method, action: form.action, controls: controls)
     }
 
-    /// The request that submits this form on the page at `pageURL` doing `action`.
-    func submission(for action: TestBrowser.Action, on pageURL: String) throws -> (
+    /// Why a form could not be submitted as asked.
+    package struct Failure: Error, Sendable {
+        package let message: String
+        init(_ message: String) { self.message = message }
+    }
+
+    /// The request that submits this form on the page at `pageURL`: signing in with `credentials`,
+    /// or pressing the deny button when they are `nil`.
+    package func submission(signingInAs credentials: (username: String, password: String)?, on pageURL: String) throws(Failure) -> (
         method: HTTPRequest.Method, url: String, form: String?
     ) {
         let denies: (Control) -> Bool = { control in
@@ -44,14 +53,14 @@ struct HTMLForm {
         let buttons = controls.filter(\.isSubmit)
         let button: Control?
         var pairs: [(String, String)] = []
-        switch action {
-        case .deny:
+        switch credentials {
+        case nil:
             guard let deny = buttons.first(where: denies) else {
-                throw TestBrowser.Failure("the sign-in form has no deny button")
+                throw Failure("the sign-in form has no deny button")
             }
             button = deny
             for control in controls where !control.isSubmit { if let pair = Self.pair(control) { pairs.append(pair) } }
-        case .signIn(let username, let password):
+        case let (username, password)?:
             button = buttons.first { !denies($0) }
             let textFields = controls.filter { ["text", "email"].contains($0.type) && $0.name != nil }
             let usernameField =
@@ -60,7 +69,7 @@ struct HTMLForm {
                 }
                 ?? textFields.first
             guard controls.contains(where: { $0.type == "password" && $0.name != nil }) else {
-                throw TestBrowser.Failure("the sign-in form has no password field")
+                throw Failure("the sign-in form has no password field")
             }
             for control in controls where !control.isSubmit {
                 guard let name = control.name else { continue }
@@ -75,7 +84,7 @@ struct HTMLForm {
         }
         if let button, let name = button.name { pairs.append((name, button.value)) }
         guard let target = Self.resolve(self.action ?? pageURL, against: pageURL) else {
-            throw TestBrowser.Failure("the form's action is not a usable URL")
+            throw Failure("the form's action is not a usable URL")
         }
         let body = FormURLEncoding.encode(pairs)
         if method == "post" { return (.post, target, body) }
@@ -94,7 +103,7 @@ struct HTMLForm {
 
     /// `reference` resolved against `base` (absolute, scheme-relative, absolute-path, query-only or
     /// relative-path references).
-    static func resolve(_ reference: String, against base: String) -> String? {
+    package static func resolve(_ reference: String, against base: String) -> String? {
         if URLParts(reference) != nil { return reference }
         guard let parts = URLParts(base) else { return nil }
         let origin = parts.scheme + "://" + parts.authority

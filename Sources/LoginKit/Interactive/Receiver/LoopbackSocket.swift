@@ -79,22 +79,14 @@ enum LoopbackSocket {
             socketAddress.sin_family = sa_family_t(AF_INET)
             socketAddress.sin_port = port
             socketAddress.sin_addr = ipv4
-            result = withUnsafePointer(to: &socketAddress) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
+            result = bindSocket(descriptor, to: socketAddress)
         } else {
             _ = setsockopt(descriptor, Int32(IPPROTO_IPV6), Int32(IPV6_V6ONLY), &one, optionSize)
             var socketAddress = sockaddr_in6()
             socketAddress.sin6_family = sa_family_t(AF_INET6)
             socketAddress.sin6_port = port
             socketAddress.sin6_addr = ipv6
-            result = withUnsafePointer(to: &socketAddress) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-                }
-            }
+            result = bindSocket(descriptor, to: socketAddress)
         }
         guard result == 0 else {
             let code = errno
@@ -135,4 +127,13 @@ enum LoopbackSocket {
 /// because `LoopbackSocket.listen(on:)` shadows the C name inside the enum.)
 private func startListening(_ descriptor: Int32) -> Int32 {
     listen(descriptor, 16)
+}
+
+/// `bind(2)` with a `sockaddr_in` or `sockaddr_in6`.
+private func bindSocket<Address>(_ descriptor: Int32, to address: Address) -> Int32 {
+    withUnsafePointer(to: address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, socklen_t(MemoryLayout<Address>.size))
+        }
+    }
 }

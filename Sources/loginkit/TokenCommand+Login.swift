@@ -1,0 +1,130 @@
+import ArgumentParser
+import Foundation
+import LoginKit
+
+/// `loginkit token --login browser|device|auto`: the provider to log in with, and the login run
+/// when there is no usable session.
+extension TokenCommand {
+    /// The API `token` talks to, and what a login through it needs.
+    struct Provider {
+        /// The API: built from the flags, else from the profile.
+        let api: any AuthAPI
+        /// The OpenID Connect configuration, for a login with another scope; `nil` for other APIs.
+        let configuration: OAuth2API.Configuration?
+        /// The scope given (`--scope`) or remembered by the profile; `nil`: the default for what
+        /// discovery advertises.
+        let scope: String?
+    }
+
+    /// The provider named by `--issuer`/`--client-id` (with `--login`, also `$LOGINKIT_ISSUER` and
+    /// `$LOGINKIT_CLIENT_ID`), else the one `stored` was logged in with. What the profile remembers
+    /// of the same issuer and client (scope, explicit endpoints) is used unless a flag says otherwise.
+    ///
+    /// - Throws: `CLIFailure`: exit 3 without a profile and without `--login`; exit 2 when a login
+    ///   is asked for and nothing names the provider.
+    func provider(stored: StoredProfile?, transport: any HTTPTransport) throws -> Provider {
+        let environment = ProcessInfo.processInfo.environment
+        func variable(_ name: String) -> String? {
+            login == .never ? nil : environment[name].flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let secret = APIFactory.environmentSecret
+        if let issuer = issuer ?? variable("LOGINKIT_ISSUER") {
+            guard let clientID = clientID ?? variable("LOGINKIT_CLIENT_ID") else {
+                throw CLIFailure.usage("--issuer needs --client-id (or $LOGINKIT_CLIENT_ID with --login)")
+            }
+            var configuration = OAuth2API.Configuration(issuer: issuer, clientID: clientID, clientSecret: secret)
+            var remembered: String?
+            if let stored, Self.isSameClient(stored.source, issuer: issuer, clientID: clientID) {
+                configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, clientSecret: secret)
+                remembered = stored.source.scope
+            }
+            return oauth2Provider(configuration, remembered: remembered, transport: transport)
+        }
+        if clientID != nil { throw CLIFailure.usage("--client-id needs --issuer") }
+        guard let stored else {
+            if login == .never {
+                throw CLIFailure(exitCode: 3, "not logged in (profile \"\(storeOptions.profileName)\"); run `loginkit login`")
+            }
+            throw CLIFailure.usage(
+                "--login \(login.rawValue) needs --issuer and --client-id (or $LOGINKIT_ISSUER and $LOGINKIT_CLIENT_ID) while profile \"\(storeOptions.profileName)\" does not exist")
+        }
+        guard stored.source.kind == .oauth2 else {
+            if !endpointOptions.given.isEmpty {
+                throw CLIFailure.usage("\(endpointOptions.given.joined(separator: ", ")) apply to an OpenID Connect profile only")
+            }
+            let api = try APIFactory.api(for: stored.source, attributes: stored.attributes, transport: transport, clientSecret: secret)
+            return Provider(api: api, configuration: nil, scope: scope)
+        }
+        let configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, clientSecret: secret)
+        return oauth2Provider(configuration, remembered: stored.source.scope, transport: transport)
+    }
+
+    /// `configuration` with the endpoint flags (winning over what the profile recorded) and the scope.
+    private func oauth2Provider(_ configuration: OAuth2API.Configuration, remembered: String?, transport: any HTTPTransport) -> Provider {
+        var configuration = configuration
+        endpointOptions.apply(to: &configuration)
+        let scope = self.scope ?? remembered
+        if let scope { configuration.scope = scope }
+        return Provider(api: OAuth2API(configuration: configuration, transport: transport), configuration: configuration, scope: scope)
+    }
+
+    /// Whether `source` is an OpenID Connect login of `clientID` at `issuer`.
+    static func isSameClient(_ source: CredentialSource, issuer: String, clientID: String) -> Bool {
+        func normalized(_ endpoint: String) -> String { endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint }
+        return source.kind == .oauth2 && normalized(source.endpoint) == normalized(issuer) && source.clientID == clientID
+    }
+
+    /// Logs in with `--login`'s mode, then returns the token. Unless a scope was given or
+    /// remembered, the login asks for the default scope for what discovery advertises (through a
+    /// new API: the profile remembers the scope its API was configured with).
+    func issuedAfterLogin(provider: Provider, store: IDTokenStore, transport: any HTTPTransport) async throws -> Issued {
+        var api = provider.api
+        if provider.scope == nil, let configuration = provider.configuration {
+            api = try await InteractiveLogin.api(configuration, scope: nil, probe: provider.api as? OAuth2API, transport: transport)
+        }
+        let service = AuthService(api: api, store: store, profile: storeOptions.profileName)
+        let result: Result<Issued, any Error>
+        do { result = .success(try await logInAndIssue(service: service, api: api as? OAuth2API, store: store)) } catch { result = .failure(error) }
+        await service.shutdown()
+        return try result.get()
+    }
+
+    private func logInAndIssue(service: AuthService, api: OAuth2API?, store: IDTokenStore) async throws -> Issued {
+        // Another `token --login` process may have logged in since this one looked: take its session.
+        let seen = try await store.profile(named: storeOptions.profileName)
+        do {
+            return try await issued(from: service)
+        } catch let error as LoginRequiredError where error.code == .cannotRefresh && login != .browser {
+            // The device flow asks nobody while a profile exists; these credentials are useless
+            // (expired, no way to refresh them): remove them, unless someone replaced them meanwhile.
+            try await Self.remove(seen, from: store, profile: storeOptions.profileName)
+        } catch is LoginRequiredError {
+            // No session: log in below.
+        }
+        let mode = login
+        let options = browserOptions
+        _ = try await InteractiveLogin.refusingScopes(of: api, scope: nil) { () async throws -> User in
+            switch mode {
+            case .browser, .never:
+                return try await InteractiveLogin.browser(service: service, options: options, scope: nil)
+            case .device:
+                return try await InteractiveLogin.device(service: service, scope: nil)
+            case .auto:
+                return try await InteractiveLogin.auto(service: service, api: api, options: options, scope: nil)
+            }
+        }
+        if let api {
+            // The profile remembers the issuer, not explicit endpoints: later refreshes need them too.
+            try await EndpointAttributes.record(api.configuration, source: api.source, in: store, profile: storeOptions.profileName)
+        }
+        return try await issued(from: service)
+    }
+
+    /// Removes profile `name` if it is still `profile`.
+    private static func remove(_ profile: StoredProfile?, from store: IDTokenStore, profile name: String) async throws {
+        guard let profile else { return }
+        try await store.withExclusiveAccess(to: name) { transaction in
+            if transaction[name] == profile { transaction[name] = nil }
+        }
+    }
+}

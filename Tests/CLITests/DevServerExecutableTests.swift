@@ -1,0 +1,168 @@
+import Foundation
+import LoginKit
+import LoginKitDevServer
+import LoginKitTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 18's CLI split and issue 22 point 12: the dev identity provider is its own executable,
+/// `loginkit-dev-server`, which `loginkit dev-server` execs and `loginkit demo` spawns; `loginkit`
+/// links no server framework.
+@Suite(.timeLimit(.minutes(3)))
+struct DevServerExecutableTests {
+    /// Before: `loginkit` linked LoginKitDevServer, so Hummingbird's and NIO's symbols were in it.
+    @Test func loginkitLinksNoServerFramework() async throws {
+        let loginkit = try loginkitPath()
+        let devServer = try devServerPath()
+        // The modules as they appear in mangled symbol and type names; grep exits 0 on a match, 1 on none.
+        for module in ["11Hummingbird", "8NIOPosix"] {
+            #expect(await run("/usr/bin/env", ["grep", "-q", "-a", "-F", module, devServer]) == 0, "the check cannot see \(module)")
+            #expect(await run("/usr/bin/env", ["grep", "-q", "-a", "-F", module, loginkit]) == 1, "loginkit links \(module)")
+        }
+    }
+
+    /// Before: there was no `loginkit-dev-server`.
+    @Test func theExecutablePrintsItsIssuerAndStopsWhenItsStandardInputEnds() async throws {
+        let child = try ServerChild(try devServerPath(), ["--exit-on-stdin-eof", "--quiet"])
+        let line = await child.firstLine()
+        #expect(line.hasPrefix("issuer: http://127.0.0.1:"), "\(line)")
+        let issuer = String(line.dropFirst("issuer: ".count))
+        try await CurlHTTPClient.withClient { client in
+            let request = try #require(HTTPRequest(method: .get, url: issuer + "/.well-known/openid-configuration"))
+            let (response, body) = try await client.send(request, body: nil)
+            #expect(response.status.code == 200)
+            #expect(String(decoding: body, as: UTF8.self).contains("\"authorization_endpoint\""))
+        }
+        child.closeStandardInput()
+        #expect(await child.exitStatus() == 0)
+    }
+
+    /// Before: there was no `loginkit-dev-server`.
+    @Test func sigtermStopsTheExecutableCleanly() async throws {
+        let child = try ServerChild(try devServerPath(), ["--quiet"])
+        #expect(await child.firstLine().hasPrefix("issuer: "))
+        child.process.kill(.SIGTERM)
+        #expect(await child.exitStatus() == 0)
+        child.closeStandardInput()
+    }
+
+    /// Before: `loginkit dev-server` ran the server inside `loginkit` and refused
+    /// `--exit-on-stdin-eof` (exit 2). Now the same process becomes `loginkit-dev-server`.
+    @Test func loginkitDevServerExecsTheExecutable() async throws {
+        let child = try ServerChild(try loginkitPath(), ["dev-server", "--exit-on-stdin-eof", "--quiet"])
+        let line = await child.firstLine()
+        #expect(line.hasPrefix("issuer: http://127.0.0.1:"), "\(line)")
+        let image = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child.process.pid)/exe")
+        #expect(image.hasSuffix("/loginkit-dev-server"), "\(image)")
+        child.closeStandardInput()
+        #expect(await child.exitStatus() == 0)
+    }
+
+    /// Before: `loginkit dev-server` served in process, so there was nothing to miss (it ran until killed).
+    @Test func loginkitDevServerWithoutTheExecutableIsAUsageError() async throws {
+        try await withTemporaryDirectory { directory in
+            let copy = directory + "/loginkit"
+            try FileManager.default.copyItem(atPath: try loginkitPath(), toPath: copy)
+            try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: copy)
+            let errors = try TestPipe()
+            let process = try SpawnedProcess(
+                copy, ["dev-server", "--quiet"],
+                environment: ProcessInfo.processInfo.environment.merging(["PATH": directory + "/nothing-here"]) { $1 }, stdout: .null,
+                stderr: .descriptor(errors.writeEnd))
+            close(errors.writeEnd)
+            let stderr = String(decoding: await errors.readToEnd(), as: UTF8.self)
+            #expect(await process.exitStatus() == 2)
+            #expect(stderr.contains("loginkit-dev-server was not found"), "\(stderr)")
+        }
+    }
+
+    /// Before: the demo ran the dev server inside `loginkit` and had no browser step.
+    @Test func theDemoRunsAgainstTheExecutableWithAScriptedBrowser() async throws {
+        let demo = try await loginkit(["demo"])
+        #expect(demo.status == 0, "\(demo.all)")
+        #expect(demo.stdout.contains("2. Sign in through the browser (authorization code + PKCE), with a scripted browser"))
+        #expect(demo.stdout.contains("→ signed in as "))
+        #expect(demo.stderr.contains("scripted browser: signed in as demo at 127.0.0.1:"), "\(demo.stderr)")
+        #expect(demo.stdout.contains("the server counted 1 token request(s)"), "\(demo.stdout)")
+        #expect(demo.stdout.contains("< minimum 9.0.0"), "\(demo.stdout)")
+        #expect(demo.stdout.contains("revocation requests: ") && !demo.stdout.contains("revocation requests: 0"), "\(demo.stdout)")
+    }
+
+    /// `browse` as `$BROWSER` (the URL appended) completes a browser login; with `--deny` the login
+    /// is denied; with a wrong password it exits 1. Before: there was no `browse`.
+    @Test func browseSignsInAsTheBrowserVariable() async throws {
+        let browse = try devServerPath() + " browse"
+        try await DevServer.withServer { server in
+            try await CurlHTTPClient.withClient { client in
+                let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: client)
+                var configuration = BrowserLogin.Configuration()
+                configuration.timeout = .seconds(60)
+                var environment = ProcessInfo.processInfo.environment
+                environment["BROWSER"] = browse
+                let credentials = try await BrowserLogin(
+                    api: api, launcher: SystemBrowserLauncher(environment: environment), configuration: configuration
+                ).run()
+                let claims = try #require(try credentials.idToken?.unverifiedClaims())
+                #expect(claims["preferred_username"]?.stringValue == "demo")
+
+                environment["BROWSER"] = browse + " --deny"
+                let denied = await thrown {
+                    try await BrowserLogin(api: api, launcher: SystemBrowserLauncher(environment: environment), configuration: configuration).run()
+                }
+                #expect((denied as? LoginError)?.code == .accessDenied, "\(String(describing: denied))")
+
+                let request = try await api.authorizationRequest(redirectURI: "http://127.0.0.1/callback", options: AuthorizationOptions())
+                #expect(await run(try devServerPath(), ["browse", request.url, "--password", "wrong"]) == 1)
+            }
+        }
+    }
+}
+
+/// The built `loginkit-dev-server`, beside `loginkit`.
+func devServerPath() throws -> String {
+    let path = URL(fileURLWithPath: try loginkitPath()).deletingLastPathComponent().appendingPathComponent("loginkit-dev-server").path
+    try #require(FileManager.default.isExecutableFile(atPath: path), "build it with `swift build --build-tests` (make test does)")
+    return path
+}
+
+/// A server child process with a pipe on its stdin (closing it is the end of input) and one on its stdout.
+private struct ServerChild {
+    let process: SpawnedProcess
+    private let input: TestPipe
+    private let output: Int32
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        let input = try TestPipe()
+        let output = try TestPipe()
+        process = try SpawnedProcess(executable, arguments, stdin: .descriptor(input.readEnd), stdout: .descriptor(output.writeEnd))
+        close(input.readEnd)
+        close(output.writeEnd)
+        self.input = input
+        self.output = output.readEnd
+    }
+
+    /// The first line on the child's stdout, without its newline ("" when stdout ends first).
+    func firstLine() async -> String {
+        let descriptor = output
+        return await onDedicatedThread {
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            while read(descriptor, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
+            return String(decoding: line, as: UTF8.self)
+        }
+    }
+
+    /// Closes our end of the child's stdin: the child reads the end of its input.
+    func closeStandardInput() {
+        input.writeAndClose(Data())
+    }
+
+    /// Waits for the exit, then closes our end of its stdout.
+    func exitStatus() async -> Int32 {
+        let status = await process.exitStatus()
+        close(output)
+        return status
+    }
+}
