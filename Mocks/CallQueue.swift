@@ -1,4 +1,5 @@
 import LoginKit
+import LoginKitHTTP
 
 /// The calls a mock received, in order: the test awaits the next one with `next()`; nothing polls.
 /// Remembers every call so that `unresumed` can list the ones the test never resumed.

@@ -1,5 +1,6 @@
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
+import LoginKitHTTP
 #else
 public import Foundation
 #endif

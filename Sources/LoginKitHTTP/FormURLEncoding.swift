@@ -1,14 +1,14 @@
 /// `application/x-www-form-urlencoded` (the WHATWG URL standard's serializer and parser), as OAuth 2.0
 /// token, revocation and device-authorization requests use it.
-public enum FormURLEncoding {
+package enum FormURLEncoding {
     /// Encodes `pairs` in order: unreserved bytes stay, space becomes `+`, everything else `%XX`.
-    public static func encode(_ pairs: [(String, String)]) -> String {
+    package static func encode(_ pairs: [(String, String)]) -> String {
         pairs.map { escape($0.0) + "=" + escape($0.1) }.joined(separator: "&")
     }
 
     /// Decodes a form body into pairs, in order. Malformed percent escapes are kept literally,
     /// as the standard says.
-    public static func decode(_ body: some StringProtocol) -> [(String, String)] {
+    package static func decode(_ body: some StringProtocol) -> [(String, String)] {
         body.split(separator: "&", omittingEmptySubsequences: true).map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             return (unescape(parts[0]), parts.count > 1 ? unescape(parts[1]) : "")
@@ -17,7 +17,7 @@ public enum FormURLEncoding {
 
     /// Decodes into a dictionary; the first value of a repeated name wins, and `duplicates` lists the
     /// names that were repeated (OAuth 2.0 §3.2 forbids repeating a parameter).
-    public static func decodeFields(_ body: some StringProtocol) -> (fields: [String: String], duplicates: Set<String>) {
+    package static func decodeFields(_ body: some StringProtocol) -> (fields: [String: String], duplicates: Set<String>) {
         var fields: [String: String] = [:]
         var duplicates: Set<String> = []
         for (name, value) in decode(body) {

@@ -25,7 +25,7 @@ extension HTTPRequest {
     /// A request for an absolute `http` or `https` URL string, e.g. `"https://id.example.com/token"`.
     ///
     /// Returns `nil` when the string is not an absolute http(s) URL with a host.
-    public init?(method: Method, url: String, headerFields: HTTPFields = [:]) {
+    package init?(method: Method, url: String, headerFields: HTTPFields = [:]) {
         guard let parsed = URLParts(url) else { return nil }
         self.init(
             method: method,
@@ -38,7 +38,7 @@ extension HTTPRequest {
 
     /// The absolute URL string this request targets (`scheme://authority/path?query`), or `nil` when
     /// scheme or authority is missing.
-    public var urlString: String? {
+    package var urlString: String? {
         guard let scheme, let authority else { return nil }
         return "\(scheme)://\(authority)\(path ?? "/")"
     }

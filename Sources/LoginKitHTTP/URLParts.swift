@@ -1,20 +1,20 @@
 /// The parts of an absolute http(s) URL LoginKit needs, split without Foundation's URL so that the
 /// rules are ours and the same on every platform.
-public struct URLParts: Sendable, Hashable {
+package struct URLParts: Sendable, Hashable {
     /// `http` or `https`, lowercased.
-    public let scheme: String
+    package let scheme: String
     /// `host[:port]` exactly as written (IPv6 hosts keep their brackets).
-    public let authority: String
+    package let authority: String
     /// The host without brackets or port, lowercased.
-    public let host: String
+    package let host: String
     /// The port, when the URL names one.
-    public let port: Int?
+    package let port: Int?
     /// The path and query, `/` when the URL has none. A fragment is dropped.
-    public let pathAndQuery: String
+    package let pathAndQuery: String
 
     /// Splits `string`; `nil` when it is not an absolute http(s) URL with a host, has user info
     /// (credentials never travel in URLs), a bad port, or whitespace/control characters.
-    public init?(_ string: String) {
+    package init?(_ string: String) {
         guard !string.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return nil }
         guard let schemeEnd = string.firstRange(of: "://") else { return nil }
         let scheme = string[..<schemeEnd.lowerBound].lowercased()
@@ -59,7 +59,7 @@ public struct URLParts: Sendable, Hashable {
     }
 
     /// Whether the host is a loopback address or `localhost`: `127.0.0.0/8`, `::1`, `localhost`.
-    public var isLoopback: Bool {
+    package var isLoopback: Bool {
         if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
         let octets = host.split(separator: ".", omittingEmptySubsequences: false)
         guard octets.count == 4, octets[0] == "127" else { return false }

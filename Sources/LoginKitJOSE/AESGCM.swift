@@ -29,14 +29,14 @@ public struct SymmetricKey: Sendable, CustomStringConvertible, CustomDebugString
 /// A sealed box is `nonce (12 bytes) || ciphertext || tag (16 bytes)`; every seal draws a fresh
 /// random 96-bit nonce. `open` returns the plaintext only when the tag verifies: a wrong key or any
 /// changed byte (of the box or of the associated data) throws ``CryptoError/Code/authenticationFailed``.
-public enum AESGCM {
+package enum AESGCM {
     /// Nonce length: 12 bytes.
-    public static let nonceSize = 12
+    package static let nonceSize = 12
     /// Tag length: 16 bytes.
-    public static let tagSize = 16
+    package static let tagSize = 16
 
     /// Encrypts and authenticates `plaintext`, binding `associatedData` (authenticated, not encrypted).
-    public static func seal(_ plaintext: [UInt8], key: SymmetricKey, associatedData: [UInt8] = []) throws(CryptoError) -> [UInt8] {
+    package static func seal(_ plaintext: [UInt8], key: SymmetricKey, associatedData: [UInt8] = []) throws(CryptoError) -> [UInt8] {
         let nonce = try SecureRandom.bytes(nonceSize)
         guard let context = EVP_CIPHER_CTX_new() else { throw EVPKey.failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
@@ -77,7 +77,7 @@ public enum AESGCM {
     ///
     /// - Throws: `CryptoError` `.malformed` when the box is shorter than nonce + tag,
     ///   `.authenticationFailed` for a wrong key or any altered byte.
-    public static func open(_ sealed: [UInt8], key: SymmetricKey, associatedData: [UInt8] = []) throws(CryptoError) -> [UInt8] {
+    package static func open(_ sealed: [UInt8], key: SymmetricKey, associatedData: [UInt8] = []) throws(CryptoError) -> [UInt8] {
         guard sealed.count >= nonceSize + tagSize else {
             throw CryptoError(.malformed, "a sealed box is at least \(nonceSize + tagSize) bytes, got \(sealed.count)")
         }
@@ -125,11 +125,11 @@ public enum AESGCM {
 }
 
 /// Cryptographically secure random bytes from OpenSSL (`RAND_bytes`).
-public enum SecureRandom {
+package enum SecureRandom {
     /// `count` random bytes.
     ///
     /// - Throws: `CryptoError` `.randomFailed` when OpenSSL's generator fails (it is never ignored).
-    public static func bytes(_ count: Int) throws(CryptoError) -> [UInt8] {
+    package static func bytes(_ count: Int) throws(CryptoError) -> [UInt8] {
         guard count > 0 else { return [] }
         var bytes = [UInt8](repeating: 0, count: count)
         guard RAND_bytes(&bytes, Int32(count)) == 1 else {

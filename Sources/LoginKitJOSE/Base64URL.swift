@@ -3,7 +3,7 @@
 /// Decoding is strict: only the URL-safe alphabet, no padding, no whitespace, no impossible length,
 /// and the unused low bits of the last character must be zero, so every byte string has exactly one
 /// accepted encoding.
-public enum Base64URL {
+package enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
     private static let decodeTable: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
@@ -12,7 +12,7 @@ public enum Base64URL {
     }()
 
     /// Encodes `bytes` without padding.
-    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+    package static func encode(_ bytes: some Collection<UInt8>) -> String {
         var output = [UInt8]()
         output.reserveCapacity((bytes.count * 4 + 2) / 3)
         var iterator = bytes.makeIterator()
@@ -30,13 +30,13 @@ public enum Base64URL {
     }
 
     /// Decodes strict base64url; `nil` for anything else.
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         var text = String(text)
         return text.withUTF8 { decode(bytes: $0) }
     }
 
     /// Decodes strict base64url from UTF-8 bytes; `nil` for anything else.
-    public static func decode(utf8 input: some Collection<UInt8>) -> [UInt8]? {
+    package static func decode(utf8 input: some Collection<UInt8>) -> [UInt8]? {
         if let decoded = input.withContiguousStorageIfAvailable({ decode(bytes: $0) }) { return decoded }
         return Array(input).withUnsafeBufferPointer { decode(bytes: $0) }
     }

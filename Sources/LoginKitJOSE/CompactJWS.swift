@@ -3,27 +3,27 @@
 /// Parsing is strict and bounded: at most ``defaultMaximumLength`` characters (checked before any
 /// decoding), exactly three parts, strict base64url, a strictly valid JSON header object with a
 /// string `alg`, and no `crit` extensions (none are understood, so RFC 7515 §4.1.11 requires refusal).
-public struct CompactJWS: Sendable {
+package struct CompactJWS: Sendable {
     /// The longest token accepted by default: 64 KiB. ID tokens are a few KiB.
-    public static let defaultMaximumLength = 64 * 1024
+    package static let defaultMaximumLength = 64 * 1024
 
     /// The protected header.
-    public let header: [String: JSONValue]
+    package let header: [String: JSONValue]
     /// The header's `alg`, as written.
-    public let algorithmName: String
+    package let algorithmName: String
     /// The header's `kid`, when present.
-    public let keyID: String?
+    package let keyID: String?
     /// The decoded payload bytes.
-    public let payload: [UInt8]
+    package let payload: [UInt8]
     /// The decoded signature bytes.
-    public let signature: [UInt8]
+    package let signature: [UInt8]
     /// The bytes that were signed: ASCII `base64url(header) "." base64url(payload)`.
-    public let signingInput: [UInt8]
+    package let signingInput: [UInt8]
 
     /// Parses `token`.
     ///
     /// - Throws: `TokenVerificationError` `.malformed`.
-    public init(parsing token: some StringProtocol, maximumLength: Int = defaultMaximumLength) throws(TokenVerificationError) {
+    package init(parsing token: some StringProtocol, maximumLength: Int = defaultMaximumLength) throws(TokenVerificationError) {
         var text = String(token)
         // `withUTF8` rethrows untyped errors, so the parts travel out as a `Result`.
         let (headerBytes, payload, signature, signingInput) = try text.withUTF8 { utf8 in
@@ -88,7 +88,7 @@ public struct CompactJWS: Sendable {
 
     /// Signs `payload` with `key` and returns the compact serialisation. The header gets `alg`,
     /// `kid` and any `extraHeader` members (`typ`, …).
-    public static func sign(
+    package static func sign(
         payload: [UInt8], with key: SigningKey, extraHeader: [String: JSONValue] = [:]
     ) throws(CryptoError) -> String {
         var header = extraHeader
@@ -104,12 +104,12 @@ public struct CompactJWS: Sendable {
     ///
     /// A key without `alg` that verifies is bound to `algorithm` from then on (``JWK/boundAlgorithm``):
     /// a later check with another algorithm under the same key is `false`.
-    public func hasValidSignature(key: JWK, algorithm: JWSAlgorithm) -> Bool {
+    package func hasValidSignature(key: JWK, algorithm: JWSAlgorithm) -> Bool {
         guard key.canVerify(algorithm) else { return false }
         guard key.key.verify(signature: signature, over: signingInput, algorithm: algorithm) else { return false }
         return key.bind(to: algorithm)
     }
 
     /// The header's `typ`, when it is a string.
-    public var tokenType: String? { header["typ"]?.stringValue }
+    package var tokenType: String? { header["typ"]?.stringValue }
 }

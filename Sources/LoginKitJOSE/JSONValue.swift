@@ -58,13 +58,13 @@ public enum JSONValue: Sendable, Hashable {
     /// Parses `bytes` as one JSON text.
     ///
     /// - Throws: `JSONParseError` naming the byte offset and what was wrong.
-    public static func parse(_ bytes: some Collection<UInt8>, maximumDepth: Int = 32) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ bytes: some Collection<UInt8>, maximumDepth: Int = 32) throws(JSONParseError) -> JSONValue {
         var parser = StrictJSONParser(bytes: Array(bytes), maximumDepth: maximumDepth)
         return try parser.parseDocument()
     }
 
     /// Serialises compactly with sorted keys (deterministic output).
-    public var serialized: String {
+    package var serialized: String {
         switch self {
         case .null: return "null"
         case .bool(let value): return value ? "true" : "false"
@@ -97,13 +97,13 @@ public enum JSONValue: Sendable, Hashable {
 }
 
 /// JSON that is not strictly valid.
-public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The byte offset where parsing stopped.
-    public let offset: Int
+    package let offset: Int
     /// What was wrong there.
-    public let reason: String
+    package let reason: String
 
-    public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+    package var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }
 
 struct StrictJSONParser {

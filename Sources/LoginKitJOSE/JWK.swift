@@ -170,7 +170,7 @@ public struct JWK: Sendable {
     /// Whether this key may verify a signature made with `algorithm`: the key type and curve fit,
     /// the key's own `alg` (when present) is that algorithm, its `use` (when present) is `sig`, and
     /// a key without `alg` has not been bound to another algorithm yet (``boundAlgorithm``).
-    public func canVerify(_ algorithm: JWSAlgorithm) -> Bool {
+    package func canVerify(_ algorithm: JWSAlgorithm) -> Bool {
         guard algorithm.keyType == keyType else { return false }
         if let ownAlgorithm = self.algorithm, ownAlgorithm != algorithm.rawValue { return false }
         if let bound = boundAlgorithm, bound != algorithm { return false }
@@ -288,7 +288,7 @@ public struct JWKSet: Sendable {
     }
 
     /// The set as a JWKS document (`{"keys":[…]}`).
-    public var json: JSONValue {
+    package var json: JSONValue {
         .object(["keys": .array(keys.map(\.json))])
     }
 

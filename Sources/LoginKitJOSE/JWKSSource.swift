@@ -64,7 +64,7 @@ public actor JWKSSource: JWKSProvider {
     /// Failed fetches since the last successful one, the last failure, and when the next fetch may start.
     private var backoff: (failures: Int, lastError: any Error, retryAt: Date)?
     /// How many HTTP requests this source has made (for diagnostics and tests).
-    public private(set) var fetchCount = 0
+    package private(set) var fetchCount = 0
 
     /// A source for `url`, fetched through `transport` within `configuration`'s limits, timed by `now`.
     public init(

@@ -25,7 +25,7 @@ public struct JWTClaims: Sendable {
     ///
     /// - Throws: `TokenVerificationError` `.malformed` for invalid JSON, a non-object, or a
     ///   registered claim of the wrong type.
-    public init(payload: some Collection<UInt8>) throws(TokenVerificationError) {
+    package init(payload: some Collection<UInt8>) throws(TokenVerificationError) {
         let value: JSONValue
         do {
             value = try JSONValue.parse(payload)
@@ -77,7 +77,7 @@ public struct JWTClaims: Sendable {
 /// A JWT whose signature and claims have been verified.
 public struct VerifiedJWT: Sendable {
     /// The token's parts.
-    public let jws: CompactJWS
+    package let jws: CompactJWS
     /// The verified claims.
     public let claims: JWTClaims
     /// The algorithm it was verified with.

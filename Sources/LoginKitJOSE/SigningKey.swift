@@ -4,17 +4,17 @@ internal import COpenSSL
 /// and for tests. Generated with OpenSSL's `EVP_PKEY_generate`.
 ///
 /// `description` names the algorithm and key ID only; the private key is never printed.
-public struct SigningKey: Sendable, CustomStringConvertible {
+package struct SigningKey: Sendable, CustomStringConvertible {
     /// The algorithm this key signs with.
-    public let algorithm: JWSAlgorithm
-    /// The `kid` put in the headers it signs and in its public JWK.
-    public let keyID: String
+    package let algorithm: JWSAlgorithm
+    /// The `kid` put in the headers it signs and in its package JWK.
+    package let keyID: String
     let key: EVPKey
 
     /// Generates a fresh key: RSA 2048 bits for RS*/PS*, P-256/P-384 for ES256/ES384, Ed25519 for EdDSA.
     ///
     /// - Throws: `CryptoError` when OpenSSL fails.
-    public static func generate(_ algorithm: JWSAlgorithm, keyID: String, rsaBits: Int = 2048) throws(CryptoError) -> SigningKey {
+    package static func generate(_ algorithm: JWSAlgorithm, keyID: String, rsaBits: Int = 2048) throws(CryptoError) -> SigningKey {
         let name: String
         switch algorithm.keyType {
         case .rsa: name = "RSA"
@@ -40,8 +40,8 @@ public struct SigningKey: Sendable, CustomStringConvertible {
         return SigningKey(algorithm: algorithm, keyID: keyID, key: EVPKey(taking: key))
     }
 
-    /// The public half as a JWK (with `kid`, `alg` and `use: sig`), for a JWKS document.
-    public func publicJWK() throws(TokenVerificationError) -> JWK {
+    /// The package half as a JWK (with `kid`, `alg` and `use: sig`), for a JWKS document.
+    package func publicJWK() throws(TokenVerificationError) -> JWK {
         try JWK(publicKey: key, keyType: algorithm.keyType, keyID: keyID, algorithm: algorithm)
     }
 
@@ -57,9 +57,9 @@ public struct SigningKey: Sendable, CustomStringConvertible {
     }
 
     /// Signs `input` and returns the JWS signature bytes (raw `r || s` for ECDSA).
-    public func sign(_ input: [UInt8]) throws(CryptoError) -> [UInt8] {
+    package func sign(_ input: [UInt8]) throws(CryptoError) -> [UInt8] {
         try key.sign(input, algorithm: algorithm)
     }
 
-    public var description: String { "SigningKey(\(algorithm), kid: \(keyID))" }
+    package var description: String { "SigningKey(\(algorithm), kid: \(keyID))" }
 }

@@ -1,4 +1,5 @@
 import LoginKit
+import LoginKitHTTP
 
 /// A value delivered once, awaited by one task: the first `fulfil` or `fail` wins, later ones are
 /// ignored. The hand-off between a caller and the task that holds its database transaction.

@@ -8,6 +8,7 @@ public import LoginKit
 import LoginKitJOSE
 import NIOCore
 public import PostgresNIO
+import LoginKitHTTP
 
 /// A `TokenStore` in a PostgreSQL table, shared by every instance of a fleet: one refresh across
 /// machines, the way `IDTokenStore`'s file lock gives one refresh across processes.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LoginKitHTTP
 import Foundation
 import LoginKit
 import LoginKitBrowserScript

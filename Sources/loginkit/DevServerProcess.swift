@@ -1,4 +1,5 @@
 import Foundation
+import LoginKitHTTP
 import LoginKit
 #if canImport(Glibc)
 import Glibc

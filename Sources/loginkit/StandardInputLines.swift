@@ -1,5 +1,6 @@
 import Foundation
 import LoginKit
+import LoginKitHTTP
 
 /// Lines from standard input, read on a thread of their own: the pasted redirect URL of a browser
 /// login that could not open a browser. Reading blocks in `read(2)`, so it never runs on the

@@ -1,4 +1,5 @@
 import Foundation
+import LoginKitJOSE
 import LoginKit
 import LoginKitDevServer
 import LoginKitTestSupport

@@ -1,4 +1,5 @@
 import Foundation
+import LoginKitHTTP
 import LoginKit
 import LoginKitDevServer
 import LoginKitMocks

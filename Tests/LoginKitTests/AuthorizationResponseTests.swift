@@ -1,4 +1,5 @@
 import LoginKit
+import LoginKitHTTP
 import Testing
 
 /// How a sign-in response is checked against its request, whether it came to the loopback receiver

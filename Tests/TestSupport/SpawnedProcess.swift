@@ -1,5 +1,6 @@
 public import Foundation
 import LoginKit
+import LoginKitHTTP
 
 /// A child process started with `posix_spawn`, for tests.
 ///

@@ -1,3 +1,4 @@
+import LoginKitHTTP
 
 /// A fair (FIFO) mutual-exclusion lock for tasks: waiting suspends, it never blocks a thread.
 /// A waiter whose task is cancelled leaves the queue and throws `CancellationError`.

@@ -131,14 +131,14 @@ extension AuthorizationRequest {
 
 /// A redirect URL the user copied from the browser's address bar, for when the browser could not
 /// reach the loopback receiver (another machine, no browser at all): kubelogin's "authcode-keyboard".
-public enum PastedRedirect {
+package enum PastedRedirect {
     /// The authorization code in `text`, checked exactly as the loopback receiver checks a callback:
     /// the address must be `request.redirectURI` (scheme, host, port, path), then `state`, then `iss`.
     ///
     /// - Throws: `BrowserLoginError` `.invalidRedirect` when `text` is not such an address or carries
     ///   no sign-in response (ask again; nothing was checked); otherwise what the response carries:
     ///   `BrowserLoginError` `.stateMismatch`/`.issuerMismatch`, `LoginError` (denied), `ServerError`.
-    public static func authorizationCode(from text: String, for request: AuthorizationRequest) throws -> String {
+    package static func authorizationCode(from text: String, for request: AuthorizationRequest) throws -> String {
         let trimmed = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
         guard let pasted = URLParts(trimmed), let expected = URLParts(request.redirectURI),
             pasted.scheme == expected.scheme, pasted.host == expected.host, pasted.port == expected.port,

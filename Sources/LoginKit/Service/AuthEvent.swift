@@ -1,3 +1,4 @@
+import LoginKitHTTP
 
 /// Something that happened to a profile's credentials. The kit reports; the host decides what to do.
 public enum AuthEvent: Sendable {

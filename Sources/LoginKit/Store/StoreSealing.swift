@@ -17,7 +17,7 @@ public enum StoreSealing: Sendable {
     case environment
 
     /// The key, or `nil` for no sealing (`environment` is read for `.environment`).
-    public func resolveKey(environment: [String: String]) throws(TokenStoreError) -> SymmetricKey? {
+    package func resolveKey(environment: [String: String]) throws(TokenStoreError) -> SymmetricKey? {
         switch self {
         case .none:
             return nil

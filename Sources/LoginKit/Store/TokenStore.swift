@@ -100,7 +100,7 @@ public struct TokenStoreTransaction: Sendable {
     }
 
     /// Throws `.outOfScope` when a single-profile transaction changed another profile.
-    public func checkScope(store: String) throws(TokenStoreError) {
+    package func checkScope(store: String) throws(TokenStoreError) {
         guard let scope else { return }
         let others = changedNames.filter { $0 != scope }
         guard others.isEmpty else {

@@ -11,7 +11,7 @@ import Darwin
 /// standard library, which ThreadSanitizer cannot see, so every access under it is reported as a
 /// race and real races drown in the noise. `pthread_mutex_lock` is intercepted by the sanitizer,
 /// so the suite runs TSan-clean with real races still reported. The API mirrors `Mutex.withLock`.
-public final class LockedState<Value>: @unchecked Sendable {  // safe: the proof is just below
+package final class LockedState<Value>: @unchecked Sendable {  // safe: the proof is just below
     // Safety proof for @unchecked Sendable: `value` is private and only ever touched inside
     // `withLock`, between `pthread_mutex_lock` and `pthread_mutex_unlock` of `mutex`, which this
     // object owns for its whole life (allocated in init, destroyed in deinit, never shared). So no
@@ -24,7 +24,7 @@ public final class LockedState<Value>: @unchecked Sendable {  // safe: the proof
     private var value: Value
 
     /// Guards `value`.
-    public init(_ value: sending Value) {
+    package init(_ value: sending Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -38,7 +38,7 @@ public final class LockedState<Value>: @unchecked Sendable {  // safe: the proof
     }
 
     /// Runs `body` with the value while holding the lock. Do not await or re-enter inside.
-    public func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
+    package func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
