@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make reliability: long, repeated runs that do not belong in make test (loopback only, bounded).
-# Prints a table, writes it to docs/reliability.md with the date and the machine, and ends with the
-# line "N passed, N failed". Settings (environment):
+# Prints a table, writes it with the date and the machine to .build/reliability.md (untracked, so
+# the working tree stays clean; LOGINKIT_RELIABILITY_REPORT=docs/reliability.md regenerates the
+# committed report on request), and ends with the line "N passed, N failed". Settings (environment):
 #   LOGINKIT_VIEWMODEL_RUNS (200), LOGINKIT_CRASH_KILLS_RELIABILITY (1000),
 #   LOGINKIT_TOKEN_PROCESSES (16), LOGINKIT_TOKEN_ROUNDS (50), LOGINKIT_FUZZ_SECONDS (120 per target),
 #   LOGINKIT_SANITIZERS ("thread address"; empty to skip)
@@ -13,6 +14,8 @@ fuzz_seconds=${LOGINKIT_FUZZ_SECONDS:-120}
 sanitizers=${LOGINKIT_SANITIZERS-thread address}
 processes=${LOGINKIT_TOKEN_PROCESSES:-16}
 rounds=${LOGINKIT_TOKEN_ROUNDS:-50}
+report=${LOGINKIT_RELIABILITY_REPORT:-.build/reliability.md}
+mkdir -p "$(dirname "$report")"
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 passed=0
@@ -134,7 +137,8 @@ machine="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($(
         echo "| --- | --- | --- | --- | ---: | --- |"
         sort "$log/faults.md"
     fi
-} >docs/reliability.md
+} >"$report"
 
+echo "report: $report"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
