@@ -50,6 +50,8 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // prctl(2), variadic in C: the CLI's process hardening.
+        .systemLibrary(name: "CProcessControl"),
 
         // Abstractions with no I/O.
         .target(
@@ -128,7 +130,7 @@ let package = Package(
         .executableTarget(
             name: "loginkit",
             dependencies: [
-                "LoginKit", "LoginKitViewModel",
+                "LoginKit", "LoginKitViewModel", "CProcessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -9,6 +9,7 @@ public import LoginKit
 /// An `HTTPTransport` that answers from a script, and suspends any request the script does not
 /// cover until the test resumes it (`nextRequest()`).
 public final class MockHTTPTransport: HTTPTransport {
+    /// A request the script did not cover, suspended until the test resumes it with a response.
     public typealias RequestCall = SuspendedCall<(request: HTTPRequest, body: Data?), (HTTPResponse, Data)>
 
     private let script = LockedState<[Result<(HTTPResponse, Data), any Error>]>([])

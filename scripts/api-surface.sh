@@ -8,7 +8,8 @@
 # extends, `Module@Other.symbols.json`). For each symbol of a listed module this prints its kind
 # and its path (`AuthService.logIn(for:with:)`), sorted, grouped per module, with a count per module.
 # `@_spi` symbols are left out (they are not public API), and so are members a type only inherits
-# from protocol extensions. Types are not shown: `swift package diagnose-api-breaking-changes`
+# from protocol extensions. A public symbol without a doc comment fails the run (every public
+# symbol has at least a summary line), after the file is written. Types are not shown: `swift package diagnose-api-breaking-changes`
 # (scripts/check-api.sh) compares full signatures against a release tag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,7 @@ wanted = {module for _, modules in PRODUCTS for module in modules}
 since = os.stat(stamp).st_mtime
 symbols = {module: {} for module in wanted}  # module -> precise identifier -> line
 found = set()
+undocumented = set()  # every public symbol has at least a summary line
 for root, _, files in os.walk(directory):
     for name in files:
         if not name.endswith(".symbols.json"):
@@ -75,6 +77,8 @@ for root, _, files in os.walk(directory):
             if extended:
                 name_path += "  (extends %s)" % extended
             symbols[module][symbol["identifier"]["precise"]] = (name_path, kind)
+            if not symbol.get("docComment"):
+                undocumented.add("%s: %s %s" % (module, kind, name_path))
 
 missing = sorted(wanted - found)
 if missing:
@@ -109,4 +113,9 @@ for product, modules in PRODUCTS:
 with open(output, "w", encoding="utf-8") as file:
     file.write("\n".join(lines) + "\n")
 print("api: wrote %s (%s)" % (output, ", ".join("%s %d" % (m, len(symbols[m])) for _, ms in PRODUCTS for m in ms)), file=sys.stderr)
+if undocumented:
+    print("api: public symbols without a doc comment (give each a summary line):", file=sys.stderr)
+    for entry in sorted(undocumented):
+        print("  " + entry, file=sys.stderr)
+    sys.exit(1)
 PY

@@ -42,7 +42,10 @@ package struct HTMLForm {
     }
 
     /// The request that submits this form on the page at `pageURL`: signing in with `credentials`,
-    /// or pressing the deny button when they are `nil`.
+    /// or pressing the deny button when they are `nil`. Signing in fills the password field with the
+    /// password and the username field (the text field named like one, else the first) with the
+    /// username; a form without a password field must have exactly one text field, which gets the
+    /// username.
     package func submission(signingInAs credentials: (username: String, password: String)?, on pageURL: String) throws(Failure) -> (
         method: HTTPRequest.Method, url: String, form: String?
     ) {
@@ -68,7 +71,9 @@ package struct HTMLForm {
                     ["user", "login", "email"].contains { (name.name ?? "").lowercased().contains($0) }
                 }
                 ?? textFields.first
-            guard controls.contains(where: { $0.type == "password" && $0.name != nil }) else {
+            // Without a password field, a form that asks for one thing only (an identity picker
+            // such as oidc-provider-mock's `sub` field) gets the username; anything else is refused.
+            guard controls.contains(where: { $0.type == "password" && $0.name != nil }) || textFields.count == 1 else {
                 throw Failure("the sign-in form has no password field")
             }
             for control in controls where !control.isSubmit {

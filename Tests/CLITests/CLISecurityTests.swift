@@ -181,32 +181,45 @@ struct CLISecurityTests {
 
     /// The process holding the password and tokens cannot dump core. The child starts with the soft
     /// core limit raised to the hard one, so that an inherited 0 proves nothing; before, it kept it.
-    @Test func theCLIRunsWithCoreDumpsDisabled() async throws {
+    /// Before: `PR_SET_DUMPABLE` was not set, so a process of the same user could read the CLI's
+    /// `/proc/PID/environ` and `mem` while it held the password. As root (CI containers), the CLI
+    /// and the reader both run as `nobody` (setpriv), since root reads any process's `/proc`.
+    @Test func theCLIRunsWithCoreDumpsDisabledAndIsNotDumpable() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
                 // Hold discovery long enough to look at the process while it has the password.
                 server.monitor.injectFaults([.delay(milliseconds: 5000)], path: "/.well-known/openid-configuration")
                 let arrivals = server.monitor.arrivals()
+                let asRoot = getuid() == 0
+                let unprivileged = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+                if asRoot { #expect(chown(directory, 65534, 65534) == 0) }
                 let stdin = try TestPipe()
+                let command = [
+                    "/bin/sh", "-c", #"ulimit -S -c "$(ulimit -H -c)" 2>/dev/null; exec "$0" "$@""#, try loginkitPath(),
+                    "login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin",
+                    "--store", directory + "/tokens.json",
+                ]
+                let launch = asRoot ? unprivileged + command : command
                 let process = try SpawnedProcess(
-                    "/bin/sh",
-                    [
-                        "-c", #"ulimit -S -c "$(ulimit -H -c)" 2>/dev/null; exec "$0" "$@""#, try loginkitPath(),
-                        "login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin",
-                        "--store", directory + "/tokens.json",
-                    ],
+                    launch[0], Array(launch.dropFirst()),
+                    environment: ProcessInfo.processInfo.environment.merging(["HOME": directory]) { $1 },
                     stdin: .descriptor(stdin.readEnd), stdout: .null, stderr: .null
                 )
                 close(stdin.readEnd)
                 stdin.writeAndClose(Data("demo\n".utf8))
                 for await path in arrivals where path == "/.well-known/openid-configuration" { break }
                 let limits = (try? String(contentsOfFile: "/proc/\(process.pid)/limits", encoding: .utf8)) ?? ""
+                let read = ["/bin/cat", "/proc/\(process.pid)/environ"]
+                let reader = asRoot ? unprivileged + read : read
+                let readStatus = try await SpawnedProcess(reader[0], Array(reader.dropFirst()), stdout: .null, stderr: .null)
+                    .exitStatus()
                 process.kill(.SIGKILL)
                 _ = await process.exitStatus()
                 let core = try #require(limits.split(separator: "\n").first(where: { $0.hasPrefix("Max core file size") }), "\(limits)")
                 let fields = core.split(separator: " ")  // Max core file size <soft> <hard> bytes
                 try #require(fields.count >= 6, "\(core)")
                 #expect(fields[4] == "0" && fields[5] == "0", "\(core)")
+                #expect(readStatus != 0, "a process of the same user read the CLI's /proc/PID/environ")
             }
         }
     }

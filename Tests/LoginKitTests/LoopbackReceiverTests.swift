@@ -35,11 +35,14 @@ struct LoopbackReceiverTests {
         #expect(error?.code == .cannotListen)
     }
 
+    /// Served from `start` on, with no task waiting for the result yet. Before, serving began only
+    /// when the task that called `receive` got a cooperative thread: under `make test`'s load a
+    /// request once waited 30 s for it and timed out.
     @Test func itAnswersOnlyGETOnItsCallbackPathThenCloses() async throws {
         try await CurlHTTPClient.withClient { client in
             let receiver = try LoopbackReceiver()
             let base = "http://127.0.0.1:\(receiver.port)"
-            async let code = receiver.receive(path: "/callback") { query in
+            try receiver.start(path: "/callback") { query in
                 query == "code=abc"
                     ? ReceiverReply(status: 200, page: "done", outcome: .success("abc"))
                     : ReceiverReply(status: 400, page: "not yet")
@@ -52,7 +55,7 @@ struct LoopbackReceiverTests {
             #expect(try await status(.post, "/callback") == 405)
             #expect(try await status(.get, "/callback?other=1") == 400)  // no outcome: it keeps waiting
             #expect(try await status(.get, "/callback?code=abc") == 200)
-            #expect(try await code == "abc")
+            #expect(try await receiver.result() == "abc")
             let refused = await thrown { try await status(.get, "/callback?code=abc") }
             #expect((refused as? NetworkError)?.code == .connectFailed, "\(String(describing: refused))")
         }

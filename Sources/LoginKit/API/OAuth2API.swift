@@ -52,7 +52,9 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
 
     /// `client_secret_basic` or `client_secret_post`.
     public enum ClientAuthenticationMethod: String, Sendable {
+        /// The client ID and secret in an HTTP Basic `Authorization` header (RFC 6749 §2.3.1).
         case basic = "client_secret_basic"
+        /// The client ID and secret as `client_id` and `client_secret` form fields.
         case post = "client_secret_post"
     }
 

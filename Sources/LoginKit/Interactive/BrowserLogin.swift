@@ -90,13 +90,15 @@ public struct BrowserLogin: Sendable {
         let path = String(
             redirect.pathAndQuery.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "/")
         let request = try await api.authorizationRequest(redirectURI: redirectURI, options: configuration.authorization)
+        // Serving from now on, on the receiver's own thread: not when a task gets to run.
+        try receiver.start(path: path) { query in
+            CallbackPage.reply(for: request.outcome(ofCallbackQuery: query))
+        }
         onEvent(.waitingForBrowser(url: request.url, redirectURI: redirectURI))
 
         let code = try await withThrowingTaskGroup(of: String?.self, returning: String.self) { group in
             group.addTask {
-                try await receiver.receive(path: path) { query in
-                    CallbackPage.reply(for: request.outcome(ofCallbackQuery: query))
-                }
+                try await receiver.result()
             }
             group.addTask {
                 try await clock.sleep(for: configuration.timeout)

@@ -15,14 +15,17 @@ import LoginKitHTTP
 /// (``CallbackHTTPRequest``), not a server framework; docs/browser-login.md argues why. Requests for
 /// other paths get 404, other methods 405, malformed heads 400, heads over 8 KiB 431; every
 /// connection is answered and closed. The socket is bound at `init` (so the port is known before the
-/// browser opens) and closed as soon as ``receive(path:decide:)`` returns, however it returns, or on
+/// browser opens) and closed as soon as the login's outcome is known, however it ends, or on
 /// ``close()``: after that the port is free.
 ///
-/// The waiting runs on a thread of its own that sleeps in `poll` on the socket, its connections and a
-/// wake-up pipe; cancelling the waiting task writes to the pipe, and the thread closes everything
-/// before the task resumes.
+/// Serving runs on a thread of its own that sleeps in `poll` on the socket, its connections and a
+/// wake-up pipe. ``start(path:decide:)`` starts that thread at once, without waiting for a task to
+/// be scheduled: a browser that is quick while the cooperative pool is busy is answered all the
+/// same. ``result()`` waits for the outcome; cancelling it writes to the pipe, and the thread closes
+/// everything before the task resumes.
 ///
-/// Concurrency contract: `Sendable`; `receive` may be called once; `close` from anywhere, any time.
+/// Concurrency contract: `Sendable`; `start` may be called once and `result` by one task at a time;
+/// `close` from anywhere, any time.
 package final class LoopbackReceiver: Sendable {
     /// The address bound, without brackets (`127.0.0.1`, `::1`).
     package let host: String
@@ -36,10 +39,14 @@ package final class LoopbackReceiver: Sendable {
     private struct State {
         /// No longer usable: closed, or its thread finished.
         var closed = false
-        /// `receive` was called.
+        /// `start` was called.
         var started = false
         /// The thread owns the descriptors (it closes them when it ends).
         var running = false
+        /// How serving ended, once it has.
+        var result: Result<String, any Error>?
+        /// The task waiting in `result()`.
+        var waiter: CheckedContinuation<String, any Error>?
     }
 
     /// Binds the first of `addresses` that works (`127.0.0.1`, any free port, when empty).
@@ -75,40 +82,58 @@ package final class LoopbackReceiver: Sendable {
         "http://\(host.contains(":") ? "[\(host)]" : host):\(port)/callback"
     }
 
-    /// Serves requests until one on `path` gets a reply from `decide` (given the raw query string)
-    /// that carries an outcome, and returns that outcome's code or throws its error. Closes the
-    /// listening socket and every connection before returning.
+    /// Starts serving: requests are answered from now on, on the receiver's own thread, until one on
+    /// `path` gets a reply from `decide` (given the raw query string) that carries an outcome; then
+    /// the listening socket and every connection are closed and ``result()`` returns that outcome.
     ///
-    /// - Throws: the outcome's error; `CancellationError` when the task is cancelled or the receiver
-    ///   was closed; `BrowserLoginError` `.cannotListen` when waiting itself fails.
-    package func receive(path: String, decide: @escaping @Sendable (String) -> ReceiverReply) async throws -> String {
+    /// - Throws: `CancellationError` when the receiver was closed or already started;
+    ///   `BrowserLoginError` `.cannotListen` when no thread can be started.
+    package func start(path: String, decide: @escaping @Sendable (String) -> ReceiverReply) throws {
+        let starts = state.withLock { state -> Bool in
+            guard !state.closed, !state.started else { return false }
+            state.started = true
+            state.running = true
+            return true
+        }
+        guard starts else { throw CancellationError() }
+        let (listener, wakeRead) = (self.listener, self.wakeRead)
+        let started = startDetachedThread {
+            let outcome = ReceiverLoop(listener: listener, wakeUp: wakeRead, path: path, decide: decide).run()
+            self.finish(with: outcome ?? .failure(CancellationError()))
+        }
+        if !started {
+            let error = BrowserLoginError(.cannotListen, "could not start the redirect receiver's thread")
+            finish(with: .failure(error))
+            throw error
+        }
+    }
+
+    /// Waits for the outcome of ``start(path:decide:)``: the authorization code, or the outcome's
+    /// error.
+    ///
+    /// - Throws: the outcome's error; `CancellationError` when the task is cancelled (which closes
+    ///   the receiver), the receiver was closed or never started; `BrowserLoginError` `.cannotListen`
+    ///   when waiting itself failed.
+    package func result() async throws -> String {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
-                let start = state.withLock { state -> Bool in
-                    guard !state.closed, !state.started else { return false }
-                    state.started = true
-                    state.running = true
-                    return true
+                let now = state.withLock { state -> Result<String, any Error>? in
+                    if let result = state.result { return result }
+                    guard state.started, state.waiter == nil else { return .failure(CancellationError()) }
+                    state.waiter = continuation
+                    return nil
                 }
-                guard start else {
-                    continuation.resume(throwing: CancellationError())
-                    return
-                }
-                let (listener, wakeRead) = (self.listener, self.wakeRead)
-                let started = startDetachedThread {
-                    let result = ReceiverLoop(listener: listener, wakeUp: wakeRead, path: path, decide: decide).run()
-                    self.finish()
-                    continuation.resume(with: result ?? .failure(CancellationError()))
-                }
-                if !started {
-                    finish()
-                    continuation.resume(
-                        throwing: BrowserLoginError(.cannotListen, "could not start the redirect receiver's thread"))
-                }
+                if let now { continuation.resume(with: now) }
             }
         } onCancel: {
             close()
         }
+    }
+
+    /// ``start(path:decide:)`` and then ``result()``.
+    package func receive(path: String, decide: @escaping @Sendable (String) -> ReceiverReply) async throws -> String {
+        try start(path: path, decide: decide)
+        return try await result()
     }
 
     /// Stops waiting and frees the port. Idempotent; returns at once (a waiting `receive` resumes
@@ -127,13 +152,20 @@ package final class LoopbackReceiver: Sendable {
         if closesHere { closeDescriptors() }
     }
 
-    /// Called by the thread when it stops: marks the receiver closed and closes the descriptors.
-    private func finish() {
+    /// Called when serving ends: marks the receiver closed, closes the descriptors, then hands the
+    /// outcome to the waiting task, if any (else ``result()`` finds it).
+    private func finish(with result: Result<String, any Error>) {
         state.withLock { state in
             state.running = false
             state.closed = true
         }
-        closeDescriptors()
+        closeDescriptors()  // before anyone learns the outcome: then the port is free
+        let waiter = state.withLock { state -> CheckedContinuation<String, any Error>? in
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(with: result)
     }
 
     private func closeDescriptors() {

@@ -4,9 +4,21 @@
 /// HMAC (`HS256`…) token, and `none` is no algorithm at all; both are refused when a header
 /// names them (``TokenVerificationError/Code/algorithmNotAllowed``).
 public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
-    case rs256 = "RS256", rs384 = "RS384", rs512 = "RS512"
-    case ps256 = "PS256", ps384 = "PS384"
-    case es256 = "ES256", es384 = "ES384"
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    case rs256 = "RS256"
+    /// RSASSA-PKCS1-v1_5 with SHA-384.
+    case rs384 = "RS384"
+    /// RSASSA-PKCS1-v1_5 with SHA-512.
+    case rs512 = "RS512"
+    /// RSASSA-PSS with SHA-256 and MGF1 with SHA-256.
+    case ps256 = "PS256"
+    /// RSASSA-PSS with SHA-384 and MGF1 with SHA-384.
+    case ps384 = "PS384"
+    /// ECDSA with P-256 and SHA-256.
+    case es256 = "ES256"
+    /// ECDSA with P-384 and SHA-384.
+    case es384 = "ES384"
+    /// EdDSA with Ed25519 (RFC 8037).
     case edDSA = "EdDSA"
 
     public var description: String { rawValue }

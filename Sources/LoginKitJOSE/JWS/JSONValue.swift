@@ -4,12 +4,17 @@
 /// JOSE headers and JWT claims are parsed with this instead of `JSONDecoder`, which silently lets
 /// the last duplicate key win — the kind of ambiguity a token forger uses.
 public enum JSONValue: Sendable, Hashable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// A number, kept as written so that large integers lose nothing.
     case number(String)
+    /// A string, unescaped.
     case string(String)
+    /// An array, in order.
     case array([JSONValue])
+    /// An object; its keys are unique (a duplicate is a parse error).
     case object([String: JSONValue])
 
     /// The string, when this is a string.

@@ -21,7 +21,12 @@ public struct JWK: Sendable {
 
     /// `kty`.
     public enum KeyType: String, Sendable, Hashable {
-        case rsa = "RSA", ec = "EC", okp = "OKP"
+        /// An RSA key (`n`, `e`).
+        case rsa = "RSA"
+        /// An elliptic-curve key (`crv` P-256 or P-384, `x`, `y`).
+        case ec = "EC"
+        /// An octet key pair (`crv` Ed25519, `x`; RFC 8037).
+        case okp = "OKP"
     }
 
     /// `kty`.
