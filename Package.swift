@@ -112,7 +112,7 @@ let package = Package(
         .target(
             name: "LoginKitPostgres",
             dependencies: [
-                "LoginKit", "LoginKitJOSE",
+                "LoginKit", "LoginKitHTTP", "LoginKitJOSE",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -130,7 +130,7 @@ let package = Package(
         .executableTarget(
             name: "loginkit",
             dependencies: [
-                "LoginKit", "LoginKitViewModel", "CProcessControl",
+                "LoginKit", "LoginKitHTTP", "LoginKitViewModel", "CProcessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -140,7 +140,7 @@ let package = Package(
         .executableTarget(
             name: "loginkit-dev-server",
             dependencies: [
-                "LoginKitDevServer", "LoginKit", "LoginKitBrowserScript",
+                "LoginKitDevServer", "LoginKit", "LoginKitHTTP", "LoginKitBrowserScript",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -155,19 +155,19 @@ let package = Package(
         ),
 
         // Helpers the test targets share (temp dirs, child processes).
-        .target(name: "LoginKitTestSupport", dependencies: ["LoginKit"], path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "LoginKitTestSupport", dependencies: ["LoginKit", "LoginKitHTTP"], path: "Tests/TestSupport", swiftSettings: strict),
 
         .testTarget(name: "LoginKitHTTPTests", dependencies: ["LoginKitHTTP"], swiftSettings: strict),
         .testTarget(
             name: "LoginKitJOSETests",
-            dependencies: ["LoginKitJOSE", "LoginKitCurl", "LoginKitDevServer", "LoginKitTestSupport"],
+            dependencies: ["LoginKitJOSE", "LoginKitHTTP", "LoginKitCurl", "LoginKitDevServer", "LoginKitTestSupport"],
             resources: [.copy("Vectors")],
             swiftSettings: strict
         ),
         .testTarget(
             name: "LoginKitTests",
             dependencies: [
-                "LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitFuzzing",
+                "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitFuzzing",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: strict
@@ -184,13 +184,13 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["LoginKit", "LoginKitDevServer", "LoginKitTestSupport"],
+            dependencies: ["LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitViewModel",
+                "LoginKit", "LoginKitHTTP", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitViewModel",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -198,7 +198,7 @@ let package = Package(
         .testTarget(
             name: "LoginKitPostgresTests",
             dependencies: [
-                "LoginKitPostgres", "LoginKit", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
+                "LoginKitPostgres", "LoginKit", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: strict

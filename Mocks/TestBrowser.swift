@@ -16,7 +16,8 @@ import LoginKitHTTP
 /// Redirects are followed by hand (the transport never follows them): each `Location` is read,
 /// resolved and loaded with `GET`, cookies are kept per host, forms are submitted as
 /// `application/x-www-form-urlencoded`. It works against `LoginKitDevServer`'s sign-in form
-/// (`demo`/`demo`) and other simple forms with a password field.
+/// (`demo`/`demo`) and other simple forms with a password field, or with one text field only (an
+/// identity picker, which gets the username).
 ///
 /// ```swift
 /// let browser = TestBrowser(transport: client)                  // signs in as demo/demo

@@ -34,7 +34,7 @@ done
 if [ -z "$python" ]; then
     echo "oidc-provider-venv: oidc-provider-mock needs Python 3.12 or later with venv, and none was found" >&2
     echo "oidc-provider-venv: tried ${candidates[*]}; name one in LOGINKIT_OIDC_PYTHON" >&2
-    exit 1
+    exit 3  # scripts/with-oidc-provider.sh tells this apart from a failed install
 fi
 
 echo "oidc-provider-venv: creating $venv with oidc-provider-mock ($("$python" -V 2>&1))" >&2

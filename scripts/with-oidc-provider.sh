@@ -4,9 +4,21 @@
 # Its issuer is in LOGINKIT_TEST_OIDC_ISSUER. It accepts any client ID with any redirect URI and
 # also registers clients (RFC 7591) at its registration_endpoint, which then match their redirect
 # URIs exactly. The provider is stopped in all cases.
+#
+# Without a Python 3.12 or later (Debian bookworm has 3.11; this project's machines have pyenv's),
+# the command runs without the provider and without LOGINKIT_REQUIRE_OIDC_PROVIDER, after a warning:
+# the third-party provider's tests are then skipped, visibly, rather than failing `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/oidc-provider-venv.sh
+status=0
+scripts/oidc-provider-venv.sh || status=$?
+if [ "$status" -eq 3 ]; then
+    echo "with-oidc-provider: WARNING: no Python 3.12+, so the tests against oidc-provider-mock are skipped" >&2
+    unset LOGINKIT_REQUIRE_OIDC_PROVIDER
+    exec "$@"
+elif [ "$status" -ne 0 ]; then
+    exit "$status"
+fi
 
 port=$(.venv-oidc/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 workdir=$(mktemp -d)

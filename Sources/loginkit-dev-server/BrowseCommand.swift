@@ -16,7 +16,7 @@ struct BrowseCommand: AsyncParsableCommand {
         abstract: "Sign in at an authorization URL the way a person in a browser would, without one.",
         discussion: """
             Loads URL, fills in the sign-in form (the dev server's, or another simple form with a \
-            password field) and presses Sign in (or Deny), follows the redirects by reading their \
+            password field, or a form asking for one text field only) and presses Sign in (or Deny), follows the redirects by reading their \
             Location, and loads the application's redirect URI. One line on stderr says how it went; \
             the exit status is 0 when the application answered the redirect with 200. As a browser for \
             LoginKit: BROWSER="/path/to/loginkit-dev-server browse" (the URL is appended). The password \

@@ -21,7 +21,7 @@ struct ThirdPartyProviderTests {
     /// A client the provider has never heard of (it takes any client ID and redirect URI): LoginKit's
     /// defaults — discovery, PKCE `S256`, `state`, `nonce`, a redirect URI on an ephemeral loopback
     /// port, no client secret — end with a verified ID token and stored tokens; `token` refreshes
-    /// them once they expire.
+    /// them once they expire, and `logout` ends the session.
     @Test func aBrowserLoginThroughTheProvidersOwnPageStoresVerifiedTokens() async throws {
         let issuer = try Self.issuer()
         try await withTemporaryDirectory { directory in
@@ -39,8 +39,13 @@ struct ThirdPartyProviderTests {
             #expect(result["has_refresh_token"] as? Bool == true)
 
             try await Self.expectLoggedIn(as: "alice", clientID: "loginkit-cli", issuer: issuer, store: path)
-            try await Self.expectRefresh(store: path)
             try await BrowserCLITests.expectNoSecrets(in: [login.all], store: path, redirects: [])
+            try await Self.expectRefresh(store: path)
+
+            // Discovery names no revocation endpoint: logout deletes the profile, revoking nothing.
+            let logout = try await loginkit(["logout", "--store", path])
+            #expect(logout.status == 0, "\(logout.stderr)")
+            #expect(try await loginkit(["status", "--store", path]).status == 3)
         }
     }
 
@@ -66,10 +71,11 @@ struct ThirdPartyProviderTests {
                 environment: ["BROWSER": try Self.browser(signingInAs: subject)])
             #expect(login.status == 0, "\(login.stderr)")
             #expect(login.stderr.contains("Logged in as \(subject)"), "\(login.stderr)")
+            if let secret = client.secret { #expect(!login.all.contains(secret), "the client secret leaked") }
 
             try await Self.expectLoggedIn(as: subject, clientID: client.id, issuer: issuer, store: path)
-            try await Self.expectRefresh(store: path, environment: client.secret.map { ["LOGINKIT_CLIENT_SECRET": $0] } ?? [:])
             try await BrowserCLITests.expectNoSecrets(in: [login.all], store: path, redirects: [])
+            try await Self.expectRefresh(store: path, environment: client.secret.map { ["LOGINKIT_CLIENT_SECRET": $0] } ?? [:])
         }
     }
 
@@ -104,7 +110,8 @@ struct ThirdPartyProviderTests {
             let request = try #require(
                 HTTPRequest(method: .post, url: endpoint, headerFields: [.contentType: "application/json"]))
             let metadata: [String: Any] = ["redirect_uris": [redirectURI], "token_endpoint_auth_method": authentication]
-            let (response, body) = try await client.send(request, body: try JSONSerialization.data(withJSONObject: metadata))
+            let metadataJSON = try JSONSerialization.data(withJSONObject: metadata)
+            let (response, body) = try await client.send(request, body: metadataJSON)
             try #require(
                 response.status.code == 201,
                 "registration answered HTTP \(response.status.code): \(String(decoding: body, as: UTF8.self))")
@@ -152,18 +159,23 @@ struct ThirdPartyProviderTests {
     /// refresh token kept (this provider sends no new one).
     static func expectRefresh(store path: String, environment: [String: String] = [:]) async throws {
         let store = try IDTokenStore(path: path, sealing: .none)
-        let before = try #require(try await store.profile(named: "default")).credentials
+        let before = try #require(try await store.profile(named: "default"))
         try await expireStoredCredentials(in: store)
         let token = try await loginkit(["token", "--store", path], environment: environment)
         #expect(token.status == 0, "\(token.stderr)")
-        let after = try #require(try await store.profile(named: "default")).credentials
-        #expect(after.accessToken != nil && after.accessToken != before.accessToken, "a new access token")
-        #expect(after.refreshToken != nil && after.refreshToken == before.refreshToken)
-        #expect(after.expiresAt.map { $0 > Date() } == true, "no longer expired")
-        let idToken = try #require(after.idToken)
-        #expect(idToken.rawValue != before.idToken?.rawValue, "a new ID token")
-        #expect(token.stdout.trimmingCharacters(in: .newlines) == idToken.rawValue)
-        let (old, new) = (try #require(before.idToken).unverifiedClaims(), try idToken.unverifiedClaims())
-        #expect(new.subject == old.subject && new.issuer == old.issuer && new.audience == old.audience)
+        let after = try #require(try await IDTokenStore(path: path, sealing: .none).profile(named: "default"))
+        let (old, new) = (before.credentials, after.credentials)
+        #expect(new.accessToken != nil && new.accessToken != old.accessToken, "a new access token")
+        #expect(new.refreshToken != nil && new.refreshToken == old.refreshToken)
+        #expect(new.expiresAt.map { $0 > Date() } == true, "no longer expired")
+        let oldIDToken = try #require(old.idToken)
+        let newIDToken = try #require(new.idToken)
+        #expect(newIDToken.rawValue != oldIDToken.rawValue, "a new ID token")
+        #expect(token.stdout.trimmingCharacters(in: .newlines) == newIDToken.rawValue)
+        let oldClaims = try oldIDToken.unverifiedClaims()
+        let newClaims = try newIDToken.unverifiedClaims()
+        #expect(newClaims.subject == oldClaims.subject)
+        #expect(newClaims.issuer == oldClaims.issuer)
+        #expect(newClaims.audience == oldClaims.audience)
     }
 }

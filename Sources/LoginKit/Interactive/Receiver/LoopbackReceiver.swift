@@ -136,7 +136,7 @@ package final class LoopbackReceiver: Sendable {
         return try await result()
     }
 
-    /// Stops waiting and frees the port. Idempotent; returns at once (a waiting `receive` resumes
+    /// Stops serving and frees the port. Idempotent; returns at once (a waiting `result()` resumes
     /// with `CancellationError` once its thread has closed the socket).
     package func close() {
         let closesHere = state.withLock { state -> Bool in
