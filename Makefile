@@ -11,12 +11,13 @@ TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql python3-venv
 
 SWIFT ?= swift
 
-.PHONY: help deps test-deps build demo test bench reliability docs api check-api format lint clean
+.PHONY: help deps test-deps build demo test bench bench-docs reliability docs api check-api format lint clean
 
 help:
 	@echo "make demo         build and run the LoginKit demo against the embedded dev identity provider"
 	@echo "make test         run every test (installs what the tests need)"
-	@echo "make bench        benchmarks against the peers"
+	@echo "make bench        benchmarks against the peers (results in .build/bench/)"
+	@echo "make bench-docs   the same, then regenerate docs/benchmarks.md's table"
 	@echo "make reliability  long crash, fault and fuzz runs"
 	@echo "make docs         DocC reference of LoginKit, LoginKitViewModel, LoginKitMocks into .build/docs (warnings are errors)"
 	@echo "make api          regenerate docs/api.md, the public API of every library product"
@@ -52,6 +53,11 @@ BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light openssl curl
 bench:
 	@scripts/install-deps.sh $(BENCH_PACKAGES)
 	python3 Benchmarks/run.py
+
+# The same run, then docs/benchmarks.md's table regenerated from it (a change to commit).
+bench-docs:
+	@scripts/install-deps.sh $(BENCH_PACKAGES)
+	LOGINKIT_BENCH_UPDATE_DOCS=1 python3 Benchmarks/run.py
 
 docs: deps
 	SWIFT=$(SWIFT) scripts/docs.sh

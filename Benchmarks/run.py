@@ -3,7 +3,9 @@
 
 Builds the bench (release) and the C peers, starts nginx on 127.0.0.1, runs every comparison
 A B A B … for ROUNDS rounds (each peer in a process of its own, so CPU time and peak RSS are its
-own), prints one table, writes it to docs/benchmarks.md and the figures to Benchmarks/results.json.
+own), prints one table and writes it, with the figures, to .build/bench/ (benchmarks.md,
+results.json; untracked, so the working tree stays clean). docs/benchmarks.md is regenerated only on
+request: LOGINKIT_BENCH_UPDATE_DOCS=1 (`make bench-docs`).
 
 Environment: LOGINKIT_BENCH_ROUNDS (default 3), LOGINKIT_BENCH_SCALE (default 1.0: multiplies
 request counts; 0.1 for a quick look).
@@ -23,6 +25,7 @@ from datetime import datetime, timezone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "Benchmarks")
+OUTPUT = os.path.join(ROOT, ".build", "bench")  # untracked: `make bench` leaves the working tree clean
 ROUNDS = int(os.environ.get("LOGINKIT_BENCH_ROUNDS", "3"))
 SCALE = float(os.environ.get("LOGINKIT_BENCH_SCALE", "1.0"))
 
@@ -218,7 +221,8 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         "storm_p99_vs_single": m("storm", "p99_ms_1000") / storm_single,
         "cli_vs_curl": cli_wall / curl_wall,
     }
-    with open(os.path.join(BENCH, "results.json"), "w") as out:
+    os.makedirs(OUTPUT, exist_ok=True)
+    with open(os.path.join(OUTPUT, "results.json"), "w") as out:
         json.dump(results, out, indent=2, sort_keys=True)
         out.write("\n")
 
@@ -279,8 +283,12 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append(f"| `loginkit token` (cached) vs `curl -s file://…` (ms wall; RSS {cli_rss:.1f} vs {curl_rss:.1f} MB) | {cli_wall * 1e3:.1f} | {curl_wall * 1e3:.1f} | {r['cli_vs_curl']:.2f}× | ≤ 2× | {verdict(r['cli_vs_curl'] <= 2)} |")
     table = "\n".join(lines)
     print(table)
-    write_docs(table)
-    log(f"bench: wrote docs/benchmarks.md and Benchmarks/results.json")
+    with open(os.path.join(OUTPUT, "benchmarks.md"), "w") as out:
+        out.write(table + "\n")
+    if os.environ.get("LOGINKIT_BENCH_UPDATE_DOCS") == "1":
+        write_docs(table)
+        log("bench: wrote docs/benchmarks.md")
+    log(f"bench: wrote {os.path.relpath(OUTPUT, ROOT)}/benchmarks.md and results.json")
 
 
 def cpu_name():
