@@ -53,4 +53,40 @@ struct SystemBrowserLauncherTests {
         #expect((error as? BrowserLoginError)?.code == .browserUnavailable)
         #expect((error as? BrowserLoginError)?.message.contains("\"false\" exited with status 1") == true)
     }
+
+    /// Before: the browser got the whole environment, `LOGINKIT_CLIENT_SECRET` and
+    /// `LOGINKIT_STORE_KEY` included, readable in its `/proc/PID/environ` for as long as it runs.
+    @Test func theBrowserGetsNoneOfLoginKitsSecrets() async throws {
+        try await withTemporaryDirectory { directory in
+            let output = directory + "/environment"
+            let environment = [
+                "BROWSER": "sh -c 'env > \(output)' browser %s", "PATH": "/usr/bin:/bin",
+                "LOGINKIT_CLIENT_SECRET": "client-s3cret", "LOGINKIT_STORE_KEY": "store-k3y",
+                "LOGINKIT_ISSUER": "https://id.example.com",
+            ]
+            try await SystemBrowserLauncher(environment: environment).open(url)
+            let seen = try String(contentsOfFile: output, encoding: .utf8)
+            #expect(!seen.contains("client-s3cret") && !seen.contains("store-k3y"), "\(seen)")
+            #expect(seen.contains("LOGINKIT_ISSUER=https://id.example.com"), "the rest is handed on")
+        }
+    }
+
+    /// Before: the command was looked up on the test process's own `PATH` (`posix_spawnp`), not on
+    /// the `PATH` of the environment the launcher was given.
+    @Test func theBrowserCommandIsLookedUpOnTheGivenPath() async throws {
+        try await withTemporaryDirectory { directory in
+            let opened = directory + "/opened"
+            let script = directory + "/my-browser"
+            try Data("#!/bin/sh\nprintf %s \"$1\" > \(opened)\n".utf8).write(to: URL(fileURLWithPath: script))
+            #expect(chmod(script, 0o755) == 0)
+            try await SystemBrowserLauncher(environment: ["BROWSER": "my-browser", "PATH": directory + ":/usr/bin:/bin"])
+                .open(url)
+            #expect(try String(contentsOfFile: opened, encoding: .utf8) == url)
+
+            let error = await thrown {
+                try await SystemBrowserLauncher(environment: ["BROWSER": "my-browser", "PATH": "/usr/bin:/bin"]).open(url)
+            }
+            #expect((error as? BrowserLoginError)?.code == .browserUnavailable)
+        }
+    }
 }

@@ -213,7 +213,7 @@ final class DevServerProcess: Sendable {
     private static func spawn(_ executable: String, _ arguments: [String], standardInput: Int32, standardOutput: Int32) throws -> pid_t {
         do {
             return try ChildProcess.spawn(
-                [executable] + arguments, environment: ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" },
+                [executable] + arguments, environment: ChildProcess.childEnvironment(ProcessInfo.processInfo.environment),
                 standardInput: .descriptor(standardInput), standardOutput: .descriptor(standardOutput), standardError: .inherit)
         } catch {
             throw CLIFailure(exitCode: 1, "could not start \(executable): \(error.message)")

@@ -33,7 +33,7 @@ enum BrowserProcess {
             let child: pid_t
             do {
                 child = try ChildProcess.spawn(
-                    arguments, searchPath: true, environment: environment.map { "\($0.key)=\($0.value)" },
+                    arguments, searchPath: true, environment: ChildProcess.childEnvironment(environment),
                     standardInput: streams == .detached ? .null : .inherit,
                     standardOutput: streams == .detached ? .null : .inherit,
                     standardError: streams == .detached ? .null : .inherit,

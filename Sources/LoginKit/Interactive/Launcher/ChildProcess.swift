@@ -24,16 +24,29 @@ package enum ChildProcess {
         package var message: String { systemErrorMessage(code) }
     }
 
-    /// Starts `arguments` (the first is the executable: a path, or a name looked up on `PATH` when
-    /// `searchPath`) with `environment` (`NAME=value` entries); in a process group of its own when
-    /// `newProcessGroup`. Returns the child's pid; the caller reaps it.
+    /// The variables that hold LoginKit's secrets (`LOGINKIT_CLIENT_SECRET`, `LOGINKIT_STORE_KEY`):
+    /// never handed to a child, whose `/proc/PID/environ` other processes of the user may read long
+    /// after the login (a browser keeps running).
+    package static let secretVariables: Set<String> = ["LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY"]
+
+    /// `environment` as a child gets it: `NAME=value` entries, without ``secretVariables``.
+    package static func childEnvironment(_ environment: [String: String]) -> [String] {
+        environment.filter { !secretVariables.contains($0.key) }.map { "\($0.key)=\($0.value)" }
+    }
+
+    /// Starts `arguments` (the first is the executable: a path, or with `searchPath` a bare name
+    /// looked up in the absolute directories of `environment`'s `PATH`, as `execvp` would but never
+    /// in the current directory) with `environment` (`NAME=value` entries); in a process group of its
+    /// own when `newProcessGroup`. Every signal starts with its default disposition and none is
+    /// blocked. Returns the child's pid; the caller reaps it.
     ///
-    /// - Throws: ``SpawnError``.
+    /// - Throws: ``SpawnError``; `ENOENT` when the name is on no `PATH` directory.
     package static func spawn(
         _ arguments: [String], searchPath: Bool = false, environment: [String],
         standardInput: Stream, standardOutput: Stream, standardError: Stream, newProcessGroup: Bool = false
     ) throws(SpawnError) -> pid_t {
-        guard let executable = arguments.first else { throw SpawnError(code: ENOENT) }
+        guard let name = arguments.first, !name.isEmpty else { throw SpawnError(code: ENOENT) }
+        let executable = searchPath && !name.contains("/") ? try lookUp(name, environment: environment) : name
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -51,8 +64,7 @@ package enum ChildProcess {
         var noSignals = sigset_t()
         sigemptyset(&noSignals)
         var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT] { sigaddset(&defaults, signal) }
+        sigfillset(&defaults)  // what the parent ignores (SIGPIPE, SIGTTOU, …) is not ignored in the child
         posix_spawnattr_setsigmask(&attributes, &noSignals)
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
@@ -65,13 +77,25 @@ package enum ChildProcess {
         var pid: pid_t = 0
         let result = withCStringArray(arguments) { argv in
             withCStringArray(environment) { envp in
-                searchPath
-                    ? posix_spawnp(&pid, executable, &actions, &attributes, argv, envp)
-                    : posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+                posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
             }
         }
         guard result == 0 else { throw SpawnError(code: result) }
         return pid
+    }
+
+    /// The first absolute directory of `environment`'s `PATH` (the system default without one) that
+    /// has an executable `name`.
+    private static func lookUp(_ name: String, environment: [String]) throws(SpawnError) -> String {
+        let path = environment.last { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) } ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") where directory.hasPrefix("/") {
+            let candidate = String(directory.hasSuffix("/") ? directory + name : directory + "/" + name)
+            var info = stat()
+            if access(candidate, X_OK) == 0, stat(candidate, &info) == 0, info.st_mode & 0o170000 == 0o100000 {  // S_IFREG
+                return candidate
+            }
+        }
+        throw SpawnError(code: ENOENT)
     }
 
     /// The exit code in a `waitpid` status, or 128 + the signal that ended the child, as a shell

@@ -21,8 +21,9 @@ import LoginKitHTTP
 /// command's exit only to learn whether it failed, and is cancelled when the login ends first (the
 /// browser keeps running). Exit statuses are collected on a thread of their own.
 public struct SystemBrowserLauncher: BrowserLauncher {
-    /// The environment consulted (`BROWSER`, `DISPLAY`, `WAYLAND_DISPLAY`, `SSH_*`, `PATH`) and
-    /// handed to the browser.
+    /// The environment consulted (`BROWSER`, `DISPLAY`, `WAYLAND_DISPLAY`, `SSH_*`, `PATH`: the
+    /// browser command is looked up there) and handed to the browser, less LoginKit's secrets
+    /// (`LOGINKIT_CLIENT_SECRET`, `LOGINKIT_STORE_KEY`).
     public let environment: [String: String]
 
     /// A launcher for `environment`; `nil` takes the process's own.
