@@ -64,13 +64,15 @@ struct LoopbackReceiverTests {
     @Test func closingBeforeOrWhileWaitingFreesThePort() async throws {
         let early = try LoopbackReceiver()
         early.close()
-        await #expect(throws: CancellationError.self) {
-            try await early.receive(path: "/callback") { _ in ReceiverReply(status: 200, page: "") }
+        #expect(throws: CancellationError.self) {
+            try early.start(path: "/callback") { _ in ReceiverReply(status: 200, page: "") }
         }
+        await #expect(throws: CancellationError.self) { try await early.result() }
         try LoopbackReceiver(addresses: [ListenAddress(port: early.port)]).close()
 
         let waiting = try LoopbackReceiver()
-        let task = Task { try await waiting.receive(path: "/callback") { _ in ReceiverReply(status: 200, page: "") } }
+        try waiting.start(path: "/callback") { _ in ReceiverReply(status: 200, page: "") }
+        let task = Task { try await waiting.result() }
         waiting.close()
         await #expect(throws: CancellationError.self) { try await task.value }
         try LoopbackReceiver(addresses: [ListenAddress(port: waiting.port)]).close()

@@ -130,12 +130,6 @@ package final class LoopbackReceiver: Sendable {
         }
     }
 
-    /// ``start(path:decide:)`` and then ``result()``.
-    package func receive(path: String, decide: @escaping @Sendable (String) -> ReceiverReply) async throws -> String {
-        try start(path: path, decide: decide)
-        return try await result()
-    }
-
     /// Stops serving and frees the port. Idempotent; returns at once (a waiting `result()` resumes
     /// with `CancellationError` once its thread has closed the socket).
     package func close() {
