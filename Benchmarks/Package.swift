@@ -14,10 +14,22 @@ let package = Package(
     ],
     targets: [
         .target(name: "CBench", path: "Sources/CBench"),
+        // The output, statistics and HTTP loop every executable shares; LoginKit only.
+        .target(
+            name: "BenchCore",
+            dependencies: [.product(name: "LoginKit", package: "LoginKit")],
+            swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
+        ),
+        // LoginKit's HTTP runs, in a process with nothing else linked in (its own RSS and CPU).
+        .executableTarget(
+            name: "loginkit-alone",
+            dependencies: ["BenchCore"],
+            swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
+        ),
         .executableTarget(
             name: "loginkit-bench",
             dependencies: [
-                "CBench",
+                "CBench", "BenchCore",
                 .product(name: "LoginKit", package: "LoginKit"),
                 .product(name: "LoginKitDevServer", package: "LoginKit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

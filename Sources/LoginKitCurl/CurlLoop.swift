@@ -156,6 +156,7 @@ final class CurlLoop {
         // Jobs accepted before `stopped` was set run here, once; later ones go to the global
         // executor (`CurlDriver.enqueue`).
         for job in jobs { job.runSynchronously(on: executor) }
+        loginkit_tls_thread_stop()
         for waiter in waiters { waiter.resume() }
     }
 }

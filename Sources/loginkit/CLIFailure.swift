@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKit
 
 /// A failure the CLI reports as one line on stderr and an exit code from the contract.
@@ -66,7 +70,7 @@ struct CLIFailure: Error {
             ("endpoints.deviceAuthorization", "--device-authorization-endpoint"), ("endpoints.revocation", "--revocation-endpoint"),
             ("endpoints.jwks", "--jwks-uri"), ("endpoints.userinfo", "--userinfo-endpoint"),
         ]
-        return flags.reduce(message) { text, pair in text.replacingOccurrences(of: pair.0, with: pair.1) }
+        return flags.reduce(message) { text, pair in text.replacing(pair.0, with: pair.1) }
     }
 
     static func usage(_ message: String) -> CLIFailure {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What `loginkit token --exec-credential` prints: kubectl's exec credential plugin answer,
 /// `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{…}}`, with
@@ -32,6 +36,6 @@ enum ExecCredential {
 
     /// `date` in RFC 3339 UTC, whole seconds: `2026-11-23T10:00:00Z`.
     static func timestamp(_ date: Date) -> String {
-        ISO8601DateFormatter().string(from: date)
+        date.formatted(.iso8601)
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKit
 
 /// The logins a person takes part in, shared by `login` and `token --login`: the browser login

@@ -13,77 +13,10 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import BenchCore
 import JWTKit
 import LoginKit
 import LoginKitDevServer
-import Synchronization
-
-/// The token endpoint's request body: a refresh grant of a realistic size.
-let requestBody = Data(#"{"grant_type":"refresh_token","refresh_token":"rt-0123456789abcdef0123456789abcdef","client_id":"loginkit-cli"}"#.utf8)
-
-struct BenchError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-func emit(_ values: [String: Double]) {
-    let fields = values.keys.sorted().map { "\"\($0)\": \(values[$0].map { $0.isFinite ? "\($0)" : "null" } ?? "null")" }
-    print("{" + fields.joined(separator: ", ") + "}")
-}
-
-func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
-
-func percentile(_ values: [Double], _ fraction: Double) -> Double {
-    guard !values.isEmpty else { return .nan }
-    let sorted = values.sorted()
-    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
-}
-
-func cpuSeconds() -> Double {
-    var usage = rusage()
-    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-}
-
-// MARK: HTTP
-
-/// One POST, as each peer does it; returns when the whole body has arrived.
-protocol Peer: Sendable {
-    func post() async throws
-    func shutdown() async throws
-    /// The task executor the measuring tasks prefer (nil: the global concurrent executor).
-    var preferredExecutor: (any TaskExecutor)? { get }
-}
-
-extension Peer {
-    var preferredExecutor: (any TaskExecutor)? { nil }
-}
-
-/// `CurlHTTPClient`; with `onDriverThread`, the measuring tasks prefer the client's driver thread as
-/// their executor (its documented zero-hop path), otherwise they run on the global executor.
-struct LoginKitPeer: Peer {
-    let client: CurlHTTPClient
-    let request: HTTPRequest
-    let onDriverThread: Bool
-
-    var preferredExecutor: (any TaskExecutor)? { onDriverThread ? client.taskExecutor : nil }
-
-    init(url: String, onDriverThread: Bool) throws {
-        self.onDriverThread = onDriverThread
-        client = try CurlHTTPClient()
-        guard let request = HTTPRequest(method: .post, url: url, headerFields: [.contentType: "application/json"]) else { throw BenchError("bad URL \(url)") }
-        self.request = request
-    }
-
-    func post() async throws {
-        let (response, _) = try await client.send(request, body: requestBody)
-        guard response.status.code == 200 else { throw BenchError("HTTP \(response.status.code)") }
-    }
-
-    func shutdown() async throws { await client.shutdown() }
-}
 
 struct AsyncHTTPClientPeer: Peer {
     let client: HTTPClient
@@ -132,58 +65,6 @@ struct URLSessionPeer: Peer {
     }
 
     func shutdown() async throws { session.invalidateAndCancel() }
-}
-
-final class Counter: Sendable {
-    let value = Atomic<Int>(0)
-}
-
-func benchHTTP(peer name: String, mode: String, url: String, requests: Int, inFlight: Int) async throws {
-    let peer: any Peer =
-        switch name {
-        case "loginkit": try LoginKitPeer(url: url, onDriverThread: true)
-        case "loginkit-global": try LoginKitPeer(url: url, onDriverThread: false)
-        case "ahc": AsyncHTTPClientPeer(url: url)
-        case "urlsession": try URLSessionPeer(url: url)
-        default: throw BenchError("unknown peer \(name)")
-        }
-    let workers = mode == "seq" ? 1 : inFlight
-    // Warm up: open the connections.
-    try await withTaskExecutorPreference(peer.preferredExecutor) {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<workers { group.addTask { try await peer.post() } }
-            try await group.waitForAll()
-        }
-    }
-    let next = Counter()
-    let clock = ContinuousClock()
-    let cpuBefore = cpuSeconds()
-    let started = clock.now
-    let latencies = try await withTaskExecutorPreference(peer.preferredExecutor) {
-        try await withThrowingTaskGroup(of: [Double].self) { group in
-            for _ in 0..<workers {
-                group.addTask {
-                    var mine: [Double] = []
-                    while next.value.wrappingAdd(1, ordering: .relaxed).oldValue < requests {
-                        let begin = clock.now
-                        try await peer.post()
-                        mine.append(seconds(clock.now - begin))
-                    }
-                    return mine
-                }
-            }
-            var all: [Double] = []
-            for try await part in group { all += part }
-            return all
-        }
-    }
-    let elapsed = seconds(clock.now - started)
-    let cpu = cpuSeconds() - cpuBefore
-    try await peer.shutdown()
-    emit([
-        "requests": Double(latencies.count), "seconds": elapsed, "p50_us": percentile(latencies, 0.5) * 1e6,
-        "p99_us": percentile(latencies, 0.99) * 1e6, "cpu_s_per_10k": cpu / Double(latencies.count) * 10_000,
-    ])
 }
 
 // MARK: Store
@@ -373,7 +254,16 @@ do {
     switch (arguments.count > 1 ? arguments[1] : "", arguments.count) {
     case ("http", 6), ("http", 7):
         guard let requests = Int(arguments[5]) else { throw BenchError("requests") }
-        try await benchHTTP(peer: arguments[2], mode: arguments[3], url: arguments[4], requests: requests, inFlight: arguments.count == 7 ? Int(arguments[6]) ?? 64 : 64)
+        let url = arguments[4]
+        let peer: any Peer =
+            switch arguments[2] {
+            case "ahc": AsyncHTTPClientPeer(url: url)
+            case "urlsession": try URLSessionPeer(url: url)
+            default:
+                guard let peer = try loginKitPeer(arguments[2], url: url) else { throw BenchError("unknown peer \(arguments[2])") }
+                peer
+            }
+        try await benchHTTP(peer, mode: arguments[3], requests: requests, inFlight: arguments.count == 7 ? Int(arguments[6]) ?? 64 : 64)
     case ("save", 4):
         try await benchSave(directory: arguments[2], operations: Int(arguments[3]) ?? 300)
     case ("cached", 4):

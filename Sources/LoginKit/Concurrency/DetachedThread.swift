@@ -14,7 +14,7 @@ private final class ThreadEntry {
 
 /// Runs `body` on a new detached thread (blocking C calls never run on the cooperative pool).
 /// Returns `false` when no thread could be started; `body` then never runs.
-func startDetachedThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+package func startDetachedThread(_ body: @escaping @Sendable () -> Void) -> Bool {
     let context = Unmanaged.passRetained(ThreadEntry(body)).toOpaque()
     var thread = pthread_t()
     let result = pthread_create(

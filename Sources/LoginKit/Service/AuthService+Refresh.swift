@@ -19,7 +19,7 @@ extension AuthService {
     ///   another provider's, a logout began), `ServerError`/`NetworkError` when refreshing kept
     ///   failing and the old credentials had expired, `UpgradeRequiredError`,
     ///   `TokenVerificationError`, `TokenStoreError`.
-    public func validCredentials(minimumValidity: Duration) async throws -> Credentials {
+    public nonisolated(nonsending) func validCredentials(minimumValidity: Duration) async throws -> Credentials {
         try await valid(.any, minimumValidity: minimumValidity)
     }
 
@@ -27,7 +27,7 @@ extension AuthService {
     ///
     /// - Throws: also `LoginRequiredError` `.noIDToken` when the provider issued no ID token (use
     ///   ``validAccessToken(minimumValidity:)``, which works with every provider).
-    public func validIDToken(minimumValidity: Duration) async throws -> IDToken {
+    public nonisolated(nonsending) func validIDToken(minimumValidity: Duration) async throws -> IDToken {
         let credentials = try await valid(.idToken, minimumValidity: minimumValidity)
         guard let idToken = credentials.idToken else {
             throw LoginRequiredError(.noIDToken, profile: profileName, "the provider issued no ID token for this profile; use the access token")
@@ -36,7 +36,7 @@ extension AuthService {
     }
 
     /// A valid access token. See ``validCredentials(minimumValidity:)``.
-    public func validAccessToken(minimumValidity: Duration) async throws -> String {
+    public nonisolated(nonsending) func validAccessToken(minimumValidity: Duration) async throws -> String {
         let credentials = try await valid(.accessToken, minimumValidity: minimumValidity)
         guard let accessToken = credentials.accessToken else {
             throw LoginRequiredError(.noAccessToken, profile: profileName, "the provider issued no access token for this profile")
@@ -44,11 +44,36 @@ extension AuthService {
         return accessToken
     }
 
-    func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> Credentials {
+    /// The cached path first (no actor hop: the profile served last, while the store's change
+    /// stamp is the one it was read under and the decision is to serve it), else the actor's step,
+    /// and when that says wait, the wait for the shared refresh, also off the actor.
+    nonisolated(nonsending) func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> Credentials {
         let decision = RefreshDecision(
             advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
             kind: kind, minimumValidity: minimumValidity, requestStart: clock.now
         )
+        let stamp = stamps?.changeStamp()
+        if let stamp, let profile = served.withLock({ $0.profile(ifStamp: stamp) }),
+            decision.servesAsItIs(profile, now: decision.requestStart)
+        {
+            return profile.credentials
+        }
+        switch try await step(kind, decision, stamp: stamp) {
+        case .serve(let credentials):
+            return credentials
+        case .wait(let flight, let epoch):
+            return try await awaitRefresh(flight, kind: kind, startedIn: epoch)
+        }
+    }
+
+    enum TokenStep: Sendable {
+        case serve(Credentials)
+        case wait(Flight<Credentials>, startedIn: UInt64)
+    }
+
+    /// What the actor decides for a token call: serve what the store holds (remembering it for the
+    /// cached path), or wait for the one shared refresh (starting it when none runs).
+    private func step(_ kind: TokenKind, _ decision: RefreshDecision, stamp: UInt64?) async throws -> TokenStep {
         let epoch = machine.epoch
         let profile: StoredProfile
         do {
@@ -65,33 +90,35 @@ extension AuthService {
                 throw error
             }
             logger.warning("the store is unavailable; serving the credentials held in memory", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
-            return known.credentials
+            return .serve(known.credentials)
         }
         let verdict = decision.verdict(for: profile, now: clock.now)
         reportIfUngrantable(decision, profile)
         switch machine.tokenRequested(startedIn: epoch, verdict: verdict) {
         case .serve:
             lastKnownProfile = profile
-            return profile.credentials
+            if let stamp { served.withLock { $0.remember(profile, stamp: stamp, startedIn: epoch) } }
+            return .serve(profile.credentials)
         case .serveAndRefresh(let start):
             lastKnownProfile = profile
             if start { startRefresh(firstSeen: profile, decision: decision, epoch: epoch) }
-            return profile.credentials
+            return .serve(profile.credentials)
         case .waitForRefresh(let start):
             if start { startRefresh(firstSeen: profile, decision: decision, epoch: epoch) }
-            return try await waitForRefresh(kind: kind, startedIn: epoch)
+            guard let flight = currentRefresh?.flight else { throw notLoggedIn() }
+            return .wait(flight, startedIn: epoch)
         case .loggedOut:
             throw loggedOut()
         }
     }
 
     /// Waits for the shared refresh, then checks again that what it brought may be handed out: a
-    /// logout may have begun while this caller hopped back onto the actor, and a refresh may have
-    /// brought no new token of the kind asked (no new ID token) or one that has already expired.
-    private func waitForRefresh(kind: TokenKind, startedIn epoch: UInt64) async throws -> Credentials {
-        guard let flight = currentRefresh?.flight else { throw notLoggedIn() }
+    /// logout may have begun meanwhile (checked against the machine's mirror, so that the waiters
+    /// of a storm go on together instead of one actor turn each), and a refresh may have brought no
+    /// new token of the kind asked (no new ID token) or one that has already expired.
+    nonisolated(nonsending) private func awaitRefresh(_ flight: Flight<Credentials>, kind: TokenKind, startedIn epoch: UInt64) async throws -> Credentials {
         let credentials = try await flight.wait()
-        guard machine.mayHandOut(startedIn: epoch) else { throw loggedOut() }
+        guard served.withLock({ $0.mayHandOut(startedIn: epoch) }) else { throw loggedOut() }
         if let expiry = kind.expiry(of: credentials), expiry <= clock.now {
             throw LoginRequiredError(
                 .cannotRefresh, profile: profileName,
@@ -102,7 +129,7 @@ extension AuthService {
         return credentials
     }
 
-    func loggedOut() -> LoginRequiredError {
+    nonisolated func loggedOut() -> LoginRequiredError {
         LoginRequiredError(.loggedOut, profile: profileName, "the profile \"\(profileName)\" was logged out; log in again")
     }
 
@@ -117,7 +144,8 @@ extension AuthService {
         switch machine.tokenRequested(startedIn: epoch, verdict: .refresh) {
         case .waitForRefresh(let start):
             if start { startRefresh(firstSeen: firstSeen, decision: decision, epoch: epoch) }
-            return try await waitForRefresh(kind: .any, startedIn: epoch)
+            guard let flight = currentRefresh?.flight else { throw notLoggedIn() }
+            return try await awaitRefresh(flight, kind: .any, startedIn: epoch)
         case .loggedOut:
             throw loggedOut()
         case .serve, .serveAndRefresh:
@@ -125,7 +153,7 @@ extension AuthService {
         }
     }
 
-    func notLoggedIn() -> LoginRequiredError {
+    nonisolated func notLoggedIn() -> LoginRequiredError {
         LoginRequiredError(.notLoggedIn, profile: profileName, "not logged in (profile \"\(profileName)\"); log in first")
     }
 

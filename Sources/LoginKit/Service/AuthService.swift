@@ -24,7 +24,10 @@ import LoginKitHTTP
 ///   whose request has left, so that a rotated refresh token is saved before the process exits.
 ///
 /// Concurrency contract: an actor whose state is one `AuthStateMachine` value, consulted before
-/// the first `await` of every operation and again after each one.
+/// the first `await` of every operation and again after each one. Two token-call steps happen off
+/// the actor, against a mirror of the machine it keeps in step: serving the profile it last served
+/// while the store's change stamp vouches for it (the cached path), and handing a waiter the shared
+/// refresh's result, so that a storm of waiters is not resumed one actor turn at a time.
 public actor AuthService: AuthServiceProtocol {
     /// Windows, retries and timeouts.
     public struct Configuration: Sendable {
@@ -72,7 +75,17 @@ public actor AuthService: AuthServiceProtocol {
     /// The proactive-refresh loop and session bookkeeping.
     nonisolated let background = TaskOwner()
 
-    var machine = AuthStateMachine()
+    var machine = AuthStateMachine() {
+        didSet {
+            if machine.epoch != oldValue.epoch || machine.phase != oldValue.phase {
+                served.withLock { $0.follow(machine) }
+            }
+        }
+    }
+    /// What token calls serve without entering the actor (``ServedCredentials``), and the store's
+    /// change stamps that vouch for it (`nil`: the store has none, every call takes the actor).
+    nonisolated let served = LockedState(ServedCredentials())
+    nonisolated let stamps: (any TokenStoreChangeStamp)?
     /// The one refresh of the profile, shared by every waiter (present exactly while
     /// `machine.isRefreshing`).
     var currentRefresh: RunningRefresh?
@@ -98,6 +111,7 @@ public actor AuthService: AuthServiceProtocol {
     ) {
         self.api = api
         self.store = store
+        self.stamps = store as? any TokenStoreChangeStamp
         self.profileName = profile
         self.clock = clock
         self.configuration = configuration

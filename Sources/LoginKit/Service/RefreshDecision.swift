@@ -92,3 +92,60 @@ struct RefreshDecision: Sendable, Hashable {
         max(0, expiry.timeIntervalSince(issuedAt(profile)))
     }
 }
+
+/// What a token call may serve without entering `AuthService`'s actor: the profile the service last
+/// served, the store's change stamp it was read under, and a mirror of the state machine's epoch
+/// and logout phase (kept in step by the actor, synchronously, whenever its machine changes). A
+/// token call serves from here only when the stamp is still the store's, no logout has begun since,
+/// and the refresh decision says serve; anything else takes the actor's path (docs/refresh.md).
+struct ServedCredentials: Sendable {
+    private(set) var epoch: UInt64 = 0
+    private(set) var isLoggingOut = false
+    private var last: Remembered?
+
+    private struct Remembered: Sendable {
+        let profile: StoredProfile
+        let stamp: UInt64
+    }
+
+    /// Follows the machine: a new epoch or a logout forgets the remembered profile.
+    mutating func follow(_ machine: AuthStateMachine) {
+        if machine.epoch != epoch { last = nil }
+        epoch = machine.epoch
+        if case .loggingOut = machine.phase {
+            isLoggingOut = true
+            last = nil
+        } else {
+            isLoggingOut = false
+        }
+    }
+
+    /// The same answer as `AuthStateMachine.mayHandOut(startedIn:)`, without the actor.
+    func mayHandOut(startedIn epoch: UInt64) -> Bool {
+        !isLoggingOut && epoch == self.epoch
+    }
+
+    /// Remembers `profile`, read under `stamp` by a request that began in `epoch` and was served;
+    /// never in place of one read under a later stamp (steps may finish out of order).
+    mutating func remember(_ profile: StoredProfile, stamp: UInt64, startedIn epoch: UInt64) {
+        guard mayHandOut(startedIn: epoch), stamp >= last?.stamp ?? 0 else { return }
+        last = Remembered(profile: profile, stamp: stamp)
+    }
+
+    /// The remembered profile, when the store's stamp is still the one it was read under.
+    func profile(ifStamp stamp: UInt64) -> StoredProfile? {
+        guard !isLoggingOut, let last, last.stamp == stamp else { return nil }
+        return last.profile
+    }
+}
+
+extension RefreshDecision {
+    /// Whether `profile` may be served as it is, with nothing to log or start: the verdict is serve
+    /// and the asked minimum validity is one the provider grants (an ungrantable one is reported
+    /// once, on the actor's path).
+    func servesAsItIs(_ profile: StoredProfile, now: Date) -> Bool {
+        guard verdict(for: profile, now: now) == .serve else { return false }
+        guard minimumValidity > .zero, let expiry = kind.expiry(of: profile.credentials) else { return true }
+        return !Self.grantable(minimumValidity, lifetime: Self.lifetime(of: profile, expiry: expiry)).capped
+    }
+}

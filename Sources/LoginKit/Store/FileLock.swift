@@ -74,8 +74,14 @@ struct FileLock: ~Copyable {
     }
 
     /// Writes this process's ID into the lock file (best effort: it only serves error messages).
+    /// Writes our process ID into the lock file, unless it is there already (a process that saves
+    /// again and again then neither truncates nor rewrites the file: on ext4 a truncate-and-write
+    /// makes the close start writeback of the lock file, which the save's `fsync`s then wait for).
     private static func recordHolder(_ descriptor: Int32) {
         let text = Array("\(getpid())\n".utf8)
+        var current = [UInt8](repeating: 0, count: 32)
+        let count = current.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+        if count == text.count, current.prefix(count).elementsEqual(text) { return }
         guard ftruncate(descriptor, 0) == 0 else { return }
         _ = text.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
     }

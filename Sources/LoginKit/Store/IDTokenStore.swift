@@ -23,13 +23,15 @@ import Darwin
 /// - ``withExclusiveAccess(_:)`` holds an in-process lock and an advisory `flock` on `<path>.lock`
 ///   (never deleted), and re-reads the file once it holds them: tasks and processes take turns.
 /// - Reads are served from memory; before anything is handed out the file's inode, mtime and size
-///   are compared, so a change by another process is noticed.
+///   are compared, so a change by another process is noticed. (`AuthService`'s cached path checks
+///   at most once per 10 ms: docs/refresh.md.)
 /// - Optional AES-256-GCM sealing of the whole payload (``StoreSealing``).
 /// - A corrupt file is never silently replaced: reading it throws `.corrupt` naming the path; the
 ///   next save first moves it aside to `<path>.corrupt-<time>`. A file from a newer LoginKit, one
 ///   sealed with another key, or one with unsafe permissions is never overwritten.
 ///
-/// Concurrency contract: an actor; use one per file per process (several are safe, just slower).
+/// Concurrency contract: an actor; use one per file per process (several are safe, just slower, and
+/// a change through one reaches `AuthService`'s cached token calls on another within 10 ms).
 public actor IDTokenStore: TokenStore {
     /// The store file.
     public nonisolated let path: String
@@ -43,6 +45,8 @@ public actor IDTokenStore: TokenStore {
     private nonisolated let interactiveLock = AsyncLock()
     private nonisolated let lockTimeout: Duration
     private var cache: (identity: FileIdentity, profiles: [String: StoredProfile])?
+    /// What ``changeStamp()`` answers from, without a hop onto this actor.
+    nonisolated let fileWatch: StoreFileWatch
 
     /// A store at `path`, or at ``defaultPath(environment:)`` when `path` is `nil`.
     ///
@@ -65,6 +69,7 @@ public actor IDTokenStore: TokenStore {
         let path = path ?? Self.defaultPath(environment: environment)
         self.path = path
         self.lockPath = path + ".lock"
+        self.fileWatch = StoreFileWatch(path: path)
         self.directory = StoreFileSystem.parentDirectory(of: path)
         self.key = try sealing.resolveKey(environment: environment)
         self.isSealed = key != nil
@@ -140,6 +145,9 @@ public actor IDTokenStore: TokenStore {
             return [:]
         }
         if let cache, cache.identity == identity { return cache.profiles }
+        // Another writer changed the file: cached token calls must not go on serving what this
+        // read has just seen replaced (they would, until the watch's next look).
+        if cache != nil { fileWatch.changed(to: identity) }
         return try load()
     }
 
@@ -175,13 +183,21 @@ public actor IDTokenStore: TokenStore {
 
     private func write(_ profiles: [String: StoredProfile], movingAsideCorruptFile: Bool) throws(TokenStoreError) {
         let bytes = try StoreFormat.encode(profiles, path: path, key: key)
-        if movingAsideCorruptFile, try StoreFileSystem.identity(of: path) != nil {
-            _ = try StoreFileSystem.moveAside(path)
+        let identity: FileIdentity?
+        do {
+            if movingAsideCorruptFile, try StoreFileSystem.identity(of: path) != nil {
+                _ = try StoreFileSystem.moveAside(path)
+            }
+            StoreFileSystem.removeStaleTemporaryFiles(for: path)
+            try StoreFileSystem.writeAtomically(bytes, to: path)
+            identity = try StoreFileSystem.identity(of: path)
+        } catch {
+            fileWatch.changed(to: nil)  // whatever is on disk now, cached reads must look again
+            throw error
         }
-        StoreFileSystem.removeStaleTemporaryFiles(for: path)
-        try StoreFileSystem.writeAtomically(bytes, to: path)
-        if let identity = try StoreFileSystem.identity(of: path) {
+        if let identity {
             cache = (identity, profiles)
         }
+        fileWatch.changed(to: identity)
     }
 }

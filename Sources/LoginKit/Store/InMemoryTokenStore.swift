@@ -1,8 +1,12 @@
+import LoginKitHTTP
+
 /// A `TokenStore` in memory: the same semantics as `IDTokenStore` minus the disk and the other
 /// processes. For tests, and for servers that want no token on disk.
 public final class InMemoryTokenStore: TokenStore {
     private let lock = AsyncLock()
     private let storage: Storage
+    /// Bumped after every change, for ``changeStamp()``.
+    let generation = LockedState<UInt64>(0)
 
     private actor Storage {
         var profiles: [String: StoredProfile]
@@ -27,7 +31,10 @@ public final class InMemoryTokenStore: TokenStore {
         try await lock.withLock {
             var transaction = TokenStoreTransaction(profiles: await storage.profiles)
             let result = try await body(&transaction)
-            if transaction.hasChanges { await storage.replace(with: transaction.profiles) }
+            if transaction.hasChanges {
+                await storage.replace(with: transaction.profiles)
+                generation.withLock { $0 &+= 1 }
+            }
             return result
         }
     }

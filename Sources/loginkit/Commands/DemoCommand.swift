@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKit
 import LoginKitViewModel
 
@@ -103,7 +107,9 @@ struct DemoCommand: AsyncParsableCommand {
         } catch let error as LoginRequiredError {
             print("   a token request now says: \(error.message) (CLI exit code 3)\n")
         }
-        print("Done in \((ContinuousClock.now - started).formatted(.units(allowed: [.milliseconds]))). Next: `make test` runs every test.")
+        let elapsed = (ContinuousClock.now - started).components
+        let milliseconds = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+        print("Done in \(milliseconds) ms. Next: `make test` runs every test.")
     }
 
     private func step(_ number: Int, _ title: String) {
@@ -137,6 +143,6 @@ struct ScriptedBrowserLauncher: BrowserLauncher {
     /// `word` as `$BROWSER` splits it back into one word: single-quoted unless it is plain.
     static func quotedWord(_ word: String) -> String {
         let plain = !word.isEmpty && word.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+,=@".contains($0)) }
-        return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return plain ? word : "'" + word.replacing("'", with: "'\\''") + "'"
     }
 }

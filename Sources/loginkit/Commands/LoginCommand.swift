@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKit
 import LoginKitViewModel
 
@@ -219,12 +223,12 @@ struct LoginCommand: AsyncParsableCommand {
         let subject = unverified ? nil : user?.id.rawValue
         if json {
             JSONOutput.print([
-                "profile": storeOptions.profileName, "user": name ?? NSNull(),
-                "subject": subject ?? NSNull(), "issuer": issuer,
+                "profile": .text(storeOptions.profileName), "user": .textOrNull(name),
+                "subject": .textOrNull(subject), "issuer": .text(issuer),
                 "expires_at": JSONOutput.timestamp(profile?.credentials.expiresAt),
-                "has_refresh_token": profile?.credentials.refreshToken != nil,
-                "has_id_token": profile?.credentials.idToken != nil,
-                "id_token_verified": !unverified,
+                "has_refresh_token": .flag(profile?.credentials.refreshToken != nil),
+                "has_id_token": .flag(profile?.credentials.idToken != nil),
+                "id_token_verified": .flag(!unverified),
             ])
         } else {
             let shown = name.map { Terminal.printable($0, limit: 100) } ?? "the client"

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKit
 
 /// `loginkit token --login browser|device|auto`: the provider to log in with, and the login run

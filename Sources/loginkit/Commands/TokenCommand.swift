@@ -1,5 +1,12 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import LoginKit
 
 /// `loginkit token`: a valid token and a newline on stdout, nothing else (or kubectl's
@@ -79,7 +86,7 @@ struct TokenCommand: AsyncParsableCommand {
                 }
             }
             let line = try execCredential ? ExecCredential.json(token: output.token, expiresAt: output.expiresAt) : output.token
-            FileHandle.standardOutput.write(Data((line + "\n").utf8))
+            Terminal.writeAll(line + "\n", to: STDOUT_FILENO)
         }
     }
 }
@@ -135,20 +142,20 @@ struct StatusCommand: AsyncParsableCommand {
             let expired = expiresAt.map { $0 <= Date() } ?? false
             if json {
                 JSONOutput.print([
-                    "profile": storeOptions.profileName, "user": user.preferredUsername ?? user.id.rawValue,
-                    "subject": user.id.rawValue, "issuer": profile.credentials.issuer ?? profile.source.endpoint,
-                    "api": profile.source.kind.rawValue, "client_id": profile.source.clientID ?? NSNull(),
-                    "expires_at": JSONOutput.timestamp(expiresAt), "expired": expired,
-                    "has_refresh_token": profile.credentials.refreshToken != nil,
-                    "has_id_token": profile.credentials.idToken != nil,
-                    "store": store.path, "sealed": store.isSealed,
+                    "profile": .text(storeOptions.profileName), "user": .text(user.preferredUsername ?? user.id.rawValue),
+                    "subject": .text(user.id.rawValue), "issuer": .text(profile.credentials.issuer ?? profile.source.endpoint),
+                    "api": .text(profile.source.kind.rawValue), "client_id": .textOrNull(profile.source.clientID),
+                    "expires_at": JSONOutput.timestamp(expiresAt), "expired": .flag(expired),
+                    "has_refresh_token": .flag(profile.credentials.refreshToken != nil),
+                    "has_id_token": .flag(profile.credentials.idToken != nil),
+                    "store": .text(store.path), "sealed": .flag(store.isSealed),
                 ])
             } else {
                 print("profile:        \(storeOptions.profileName)")
                 // Claims and the issuer come from the provider: escaped before they reach the terminal.
                 print("user:           \(Terminal.printable(user.preferredUsername ?? user.id.rawValue))")
                 print("issuer:         \(Terminal.printable(profile.credentials.issuer ?? profile.source.endpoint, limit: 500))")
-                print("expires:        \(expiresAt.map { ISO8601DateFormatter().string(from: $0) } ?? "never")\(expired ? " (expired)" : "")")
+                print("expires:        \(expiresAt.map { $0.formatted(.iso8601) } ?? "never")\(expired ? " (expired)" : "")")
                 print("refresh token:  \(profile.credentials.refreshToken != nil ? "yes" : "no")")
                 print("id token:       \(profile.credentials.idToken != nil ? "yes" : "no")")
                 print("store:          \(store.path)\(store.isSealed ? " (sealed)" : "")")

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKit
 
 /// `--profile`, `--store`, `--verbose`: shared by every command that touches the store.
@@ -115,13 +119,35 @@ enum APIFactory {
 
 /// JSON output helpers.
 enum JSONOutput {
-    static func print(_ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted]) else { return }
+    /// A value of the CLI's JSON output: text, a flag, or null.
+    enum Value: Encodable {
+        case text(String)
+        case flag(Bool)
+        case null
+
+        /// `text`, or `null` when absent.
+        static func textOrNull(_ text: String?) -> Value { text.map(Value.text) ?? .null }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .text(let text): try container.encode(text)
+            case .flag(let flag): try container.encode(flag)
+            case .null: try container.encodeNil()
+            }
+        }
+    }
+
+    /// Prints `object` pretty-printed, keys sorted.
+    static func print(_ object: [String: Value]) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        guard let data = try? encoder.encode(object) else { return }
         Swift.print(String(decoding: data, as: UTF8.self))
     }
 
-    static func timestamp(_ date: Date?) -> Any {
-        guard let date else { return NSNull() }
-        return ISO8601DateFormatter().string(from: date)
+    /// An ISO 8601 timestamp (UTC), or `null`.
+    static func timestamp(_ date: Date?) -> Value {
+        .textOrNull(date?.formatted(.iso8601))
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKitHTTP
 import LoginKit
 #if canImport(Glibc)
@@ -222,7 +226,7 @@ final class DevServerProcess: Sendable {
 
     /// Reaps `pid` on a thread of its own and resumes the waiters with its exit code.
     private static func collectExit(of pid: pid_t, into state: LockedState<State>) {
-        Thread.detachNewThread {
+        runOnThreadOfItsOwn {
             var status: Int32 = 0
             while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
             let code = ChildProcess.exitCode(fromWaitStatus: status)
@@ -240,7 +244,7 @@ final class DevServerProcess: Sendable {
     /// blocks on a full pipe, and closes the descriptor.
     private static func firstLine(of descriptor: Int32) async -> String? {
         await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
-            Thread.detachNewThread {
+            runOnThreadOfItsOwn {
                 var line: [UInt8] = []
                 var delivered = false
                 var buffer = [UInt8](repeating: 0, count: 4096)

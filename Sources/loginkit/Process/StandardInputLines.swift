@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKit
 import LoginKitHTTP
 
@@ -62,7 +66,7 @@ final class StandardInputLines: Sendable {
     }
 
     private func startReading() {
-        Thread.detachNewThread { [self] in
+        runOnThreadOfItsOwn { [self] in
             while let line = readLine(strippingNewline: true) {
                 deliver(line)
             }
@@ -88,5 +92,13 @@ final class StandardInputLines: Sendable {
             return state.waiters.map { $0.continuation }
         }
         for waiter in waiters { waiter.resume(returning: nil) }
+    }
+}
+
+/// Runs `body` on a thread of its own (blocking reads and `waitpid` never hold the cooperative
+/// pool); on the rare failure to start a thread, in a detached task instead, so that it still runs.
+func runOnThreadOfItsOwn(_ body: @escaping @Sendable () -> Void) {
+    if !startDetachedThread(body) {
+        Task.detached { body() }
     }
 }

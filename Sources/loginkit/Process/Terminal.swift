@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LoginKitHTTP
 import LoginKit
 import Synchronization
@@ -21,9 +25,21 @@ enum Terminal {
     static var stdinIsTTY: Bool { isatty(STDIN_FILENO) == 1 }
     static var stderrIsTTY: Bool { isatty(STDERR_FILENO) == 1 }
 
+    /// Writes all of `text` to `descriptor` (unbuffered; an interrupted write is resumed, a failed
+    /// one dropped: there is nowhere left to report it).
+    static func writeAll(_ text: String, to descriptor: Int32) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { return }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+
     /// Writes one line to stderr.
     static func standardError(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        writeAll(line + "\n", to: STDERR_FILENO)
     }
 
     /// Writes `loginkit: warning: <text>` to stderr.
@@ -52,7 +68,7 @@ enum Terminal {
 
     /// Reads a password from the terminal without echo.
     static func readPasswordWithoutEcho(prompt: String) throws -> String {
-        FileHandle.standardError.write(Data(prompt.utf8))
+        writeAll(prompt, to: STDERR_FILENO)
         var original = termios()
         guard tcgetattr(STDIN_FILENO, &original) == 0 else {
             throw CLIFailure.usage("cannot read a password without a terminal; use --password-stdin")
@@ -62,7 +78,7 @@ enum Terminal {
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
         defer {
             tcsetattr(STDIN_FILENO, TCSAFLUSH, &original)
-            FileHandle.standardError.write(Data("\n".utf8))
+            writeAll("\n", to: STDERR_FILENO)
         }
         guard let line = readLine(strippingNewline: true) else {
             throw CLIFailure.usage("no password was entered")
@@ -85,11 +101,11 @@ enum Terminal {
             let frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
             var index = 0
             while !Task.isCancelled {
-                FileHandle.standardError.write(Data("\r\(frames[index % frames.count]) \(label)".utf8))
+                writeAll("\r\(frames[index % frames.count]) \(label)", to: STDERR_FILENO)
                 index += 1
                 try? await Task.sleep(for: .milliseconds(100))  // animation frame, not a wait for an event
             }
-            FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+            writeAll("\r\u{1B}[K", to: STDERR_FILENO)
         }
         defer { spinner.cancel() }
         let result = try await body()

@@ -1,0 +1,101 @@
+import LoginKitHTTP
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A store that can say, cheaply and without a hop onto an actor, whether what it serves may have
+/// changed. `AuthService` answers a token call from its own copy of the profile while the stamp it
+/// read that copy under is still the store's (docs/refresh.md, "The cached path").
+///
+/// The contract: a write through this store instance changes the stamp before the write returns
+/// and after its result is visible to readers; a change made elsewhere (another instance, another
+/// process) changes it within the store's staleness bound. Read the stamp *before* reading the
+/// profile it is to vouch for.
+protocol TokenStoreChangeStamp: TokenStore {
+    nonisolated func changeStamp() -> UInt64
+}
+
+extension IDTokenStore: TokenStoreChangeStamp {
+    /// Bumped by this store's own writes at once, and by another writer's within
+    /// ``StoreFileWatch/defaultRecheckInterval`` (one `stat` per interval at most, not one per call).
+    nonisolated func changeStamp() -> UInt64 {
+        fileWatch.stamp()
+    }
+}
+
+extension InMemoryTokenStore: TokenStoreChangeStamp {
+    nonisolated func changeStamp() -> UInt64 {
+        generation.withLock { $0 }
+    }
+}
+
+/// Follows the store file's identity (inode, mtime, ctime, size) with at most one `stat` per
+/// recheck interval, and turns every change into a new stamp.
+final class StoreFileWatch: Sendable {
+    /// How long another process's write may go unseen by a cached read: 10 ms.
+    static let defaultRecheckInterval: UInt64 = 10_000_000
+
+    private struct State {
+        var generation: UInt64 = 0
+        /// The identity last seen; `.none` before the first look.
+        var identity: FileIdentity??
+        var checkedAt: UInt64 = 0
+    }
+
+    private let path: String
+    /// Nanoseconds between two looks at the file.
+    private let recheckInterval: UInt64
+    private let state = LockedState(State())
+
+    init(path: String, recheckInterval: UInt64 = defaultRecheckInterval) {
+        self.path = path
+        self.recheckInterval = recheckInterval
+    }
+
+    func stamp() -> UInt64 {
+        let now = Self.monotonicNanoseconds()
+        let (current, due) = state.withLock { state in
+            (state.generation, state.identity == nil || now &- state.checkedAt >= recheckInterval)
+        }
+        guard due else { return current }
+        // A failed `stat` (other than "no such file") is never trusted: a new stamp each time, so
+        // the caller takes the store's own path, which reports the error.
+        let seen: FileIdentity??
+        do { seen = .some(try StoreFileSystem.identity(of: path)) } catch { seen = nil }
+        return state.withLock { state in
+            // The store wrote (or another look finished) meanwhile: its record is the newer one.
+            guard state.generation == current else { return state.generation }
+            guard let seen else {
+                state.generation &+= 1
+                state.identity = nil
+                return state.generation
+            }
+            if state.identity != .some(seen) {
+                state.generation &+= 1
+                state.identity = .some(seen)
+            }
+            state.checkedAt = now
+            return state.generation
+        }
+    }
+
+    /// This store wrote or removed the file (its new identity, `nil` when it is gone): a new stamp.
+    func changed(to identity: FileIdentity?) {
+        let now = Self.monotonicNanoseconds()
+        state.withLock { state in
+            state.generation &+= 1
+            state.identity = .some(identity)
+            state.checkedAt = now
+        }
+    }
+
+    private static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)  // the vDSO: no system call
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+}

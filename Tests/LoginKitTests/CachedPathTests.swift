@@ -1,0 +1,134 @@
+import Foundation
+@testable import LoginKit
+import LoginKitMocks
+import LoginKitTestSupport
+import Testing
+
+/// The cached path of a token call (issue 18): `AuthService` serves the profile it served last,
+/// without entering its actor, only while the store's change stamp vouches for it, no logout has
+/// begun and the refresh decision says serve. Each test would be served a stale or logged-out
+/// token if one of those checks were missing.
+@Suite(.timeLimit(.minutes(1)))
+struct CachedPathTests {
+    /// Serves from the store only: a login or refresh through it is a test failure.
+    struct StoredOnlyAPI: AuthAPI {
+        var source: CredentialSource { Race.source }
+        func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
+        func refresh(_ credentials: Credentials) async throws -> Credentials { throw CancellationError() }
+        func revoke(_ credentials: Credentials) async throws -> Bool { true }
+    }
+
+    static let valid = Race.profile(Race.credentials(0, issuedAt: Date(), lifetime: 3600))
+
+    // MARK: The store's stamp
+
+    @Test func aWriteThroughTheFileStoreChangesItsStampBeforeTheWriteReturns() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try IDTokenStore(path: directory + "/tokens.json")
+            let empty = store.changeStamp()
+            #expect(store.changeStamp() == empty, "nothing changed")
+            try await store.save(Self.valid, as: "default")
+            let saved = store.changeStamp()
+            #expect(saved != empty)
+            #expect(store.changeStamp() == saved, "nothing changed")
+            try await store.removeProfile(named: "default")
+            #expect(store.changeStamp() != saved)
+        }
+    }
+
+    @Test func anotherWritersChangeIsSeenOnceTheRecheckIntervalHasPassed() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let elsewhere = try IDTokenStore(path: path)  // another process, as far as the watch can tell
+            let watch = StoreFileWatch(path: path, recheckInterval: 0)
+            let before = watch.stamp()
+            #expect(watch.stamp() == before, "a look at an unchanged file keeps the stamp")
+            try await elsewhere.save(Self.valid, as: "default")
+            let after = watch.stamp()
+            #expect(after != before)
+            try FileManager.default.removeItem(atPath: path)
+            #expect(watch.stamp() != after, "a removed file is a change too")
+        }
+    }
+
+    @Test func aWriteThroughTheMemoryStoreChangesItsStamp() async throws {
+        let store = InMemoryTokenStore()
+        let empty = store.changeStamp()
+        try await store.save(Self.valid, as: "default")
+        #expect(store.changeStamp() != empty)
+    }
+
+    // MARK: What the service serves
+
+    @Test(arguments: ["file", "memory"])
+    func aLogoutThroughAnotherServiceOnTheSameStoreIsSeenAtOnce(_ kind: String) async throws {
+        try await withTemporaryDirectory { directory in
+            let store: any TokenStore = kind == "file" ? try IDTokenStore(path: directory + "/tokens.json") : InMemoryTokenStore()
+            try await store.save(Self.valid, as: "default")
+            let reader = AuthService(api: StoredOnlyAPI(), store: store)
+            let other = AuthService(api: StoredOnlyAPI(), store: store)
+            #expect(try await reader.validAccessToken() == "access-0")
+            #expect(try await reader.validAccessToken() == "access-0")  // now from the cached path
+            await other.logOut()
+            await #expect(throws: LoginRequiredError.self) { try await reader.validAccessToken() }
+        }
+    }
+
+    @Test func aChangeThisStoreHasReadIsNeverServedStale() async throws {
+        try await withTemporaryDirectory { directory in
+            let mine = try IDTokenStore(path: directory + "/tokens.json")
+            let other = try IDTokenStore(path: directory + "/tokens.json")  // another process, in effect
+            try await mine.save(Self.valid, as: "default")
+            let service = AuthService(api: StoredOnlyAPI(), store: mine)
+            #expect(try await service.validAccessToken() == "access-0")
+            try await other.removeProfile(named: "default")
+            #expect(try await service.currentUser() == nil, "this store has read the removal")
+            await #expect(throws: LoginRequiredError.self) { try await service.validAccessToken() }
+        }
+    }
+
+    @Test func aLogoutOfTheServiceItselfEndsTheCachedPath() async throws {
+        let store = InMemoryTokenStore(profiles: ["default": Self.valid])
+        let service = AuthService(api: StoredOnlyAPI(), store: store)
+        #expect(try await service.validAccessToken() == "access-0")
+        await service.logOut()
+        let error = await #expect(throws: LoginRequiredError.self) { try await service.validAccessToken() }
+        #expect(error?.code == .notLoggedIn)
+    }
+
+    @Test func aProfileChangedByAnotherServiceIsServedAtOnce() async throws {
+        let store = InMemoryTokenStore(profiles: ["default": Self.valid])
+        let reader = AuthService(api: StoredOnlyAPI(), store: store)
+        #expect(try await reader.validAccessToken() == "access-0")
+        try await store.save(Race.profile(Race.credentials(1, issuedAt: Date(), lifetime: 3600)), as: "default")
+        #expect(try await reader.validAccessToken() == "access-1")
+    }
+
+    @Test func aTokenThatEntersTheMandatoryWindowIsRefreshedNotServedFromTheCache() async throws {
+        let clock = ManualClock(start: Race.t0)
+        let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0, lifetime: 3600))])
+        let api = MockAuthAPI()
+        let service = AuthService(api: api, store: store, clock: clock)
+        #expect(try await service.validAccessToken() == "access-0")
+        #expect(try await service.validAccessToken() == "access-0")
+        clock.advance(by: .seconds(3600 - 30))  // inside the 60 s mandatory window
+        let token = Task { try await service.validAccessToken() }
+        let refresh = await api.nextRefresh()
+        refresh.resume(returning: Race.credentials(1, issuedAt: clock.now, lifetime: 3600))
+        #expect(try await token.value == "access-1")
+        #expect(api.refreshCallCount == 1)
+    }
+
+    @Test func aMinimumValidityTheCachedTokenLacksWaitsForTheRefresh() async throws {
+        let clock = ManualClock(start: Race.t0)
+        let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0, lifetime: 3600))])
+        let api = MockAuthAPI()
+        let service = AuthService(api: api, store: store, clock: clock)
+        clock.advance(by: .seconds(1200))  // 40 minutes left, outside every window
+        #expect(try await service.validAccessToken() == "access-0")
+        let token = Task { try await service.validAccessToken(minimumValidity: .seconds(2700)) }
+        let refresh = await api.nextRefresh()
+        refresh.resume(returning: Race.credentials(1, issuedAt: clock.now, lifetime: 3600))
+        #expect(try await token.value == "access-1")
+    }
+}
