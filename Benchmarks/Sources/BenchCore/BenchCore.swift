@@ -67,8 +67,13 @@ public struct LoginKitPeer: Peer {
     public init(url: String, onDriverThread: Bool) throws {
         self.onDriverThread = onDriverThread
         client = try CurlHTTPClient()
-        guard let request = HTTPRequest(method: .post, url: url, headerFields: [.contentType: "application/json"]) else { throw BenchError("bad URL \(url)") }
-        self.request = request
+        // "scheme://authority/path": the bench's own nginx URL.
+        guard let schemeEnd = url.firstRange(of: "://") else { throw BenchError("bad URL \(url)") }
+        let rest = url[schemeEnd.upperBound...]
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        request = HTTPRequest(
+            method: .post, scheme: String(url[..<schemeEnd.lowerBound]), authority: String(rest[..<slash]),
+            path: slash == rest.endIndex ? "/" : String(rest[slash...]), headerFields: [.contentType: "application/json"])
     }
 
     public func post() async throws {

@@ -16,13 +16,7 @@ do {
     }
     try await benchHTTP(peer, mode: arguments[3], requests: requests, inFlight: arguments.count == 7 ? Int(arguments[6]) ?? 64 : 64)
 } catch {
-    var standardError = StandardError()
-    print("loginkit-alone: \(error)", to: &standardError)
+    let message = Array("loginkit-alone: \(error)\n".utf8)
+    _ = message.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     exit(1)
-}
-
-struct StandardError: TextOutputStream {
-    mutating func write(_ string: String) {
-        fputs(string, stderr)
-    }
 }
