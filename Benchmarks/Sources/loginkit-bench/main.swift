@@ -103,7 +103,7 @@ struct UnusedAPI: AuthAPI {
     var source: CredentialSource { CredentialSource(kind: .oauth2, endpoint: "https://issuer.bench") }
     func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw BenchError("unexpected login") }
     func refresh(_ credentials: Credentials) async throws -> Credentials { throw BenchError("unexpected refresh") }
-    func revoke(_ credentials: Credentials) async throws {}
+    func revoke(_ credentials: Credentials) async throws -> Bool { true }
 }
 
 func benchCached(directory: String, calls: Int) async throws {
@@ -144,24 +144,59 @@ struct BenchPayload: JWTPayload {
     }
 }
 
+/// A signed token and its public key as JWK Set JSON, made with jwt-kit (LoginKit's signing is not
+/// public API): RS256 with a 2048-bit key from `openssl genpkey`, or ES256 with a P-256 key.
+func signedToken(_ algorithm: JWSAlgorithm, payload: BenchPayload) async throws -> (token: String, jwks: String) {
+    let signer = JWTKeyCollection()
+    let jwk: String
+    if algorithm == .rs256 {
+        let key = try Insecure.RSA.PrivateKey(pem: try openssl(["genpkey", "-quiet", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]))
+        let (modulus, exponent) = try key.publicKey.getKeyPrimitives()
+        jwk = #"{"kty":"RSA","kid":"bench","alg":"RS256","use":"sig","n":"\#(base64URL(modulus))","e":"\#(base64URL(exponent))"}"#
+        await signer.add(rsa: key, digestAlgorithm: .sha256, kid: "bench")
+    } else {
+        let key = ES256PrivateKey()
+        guard let (x, y) = key.parameters else { throw BenchError("no P-256 parameters") }
+        jwk = #"{"kty":"EC","kid":"bench","alg":"ES256","use":"sig","crv":"P-256","x":"\#(x)","y":"\#(y)"}"#
+        await signer.add(ecdsa: key, kid: "bench")
+    }
+    return (try await signer.sign(payload, kid: "bench"), "{\"keys\":[\(jwk)]}")
+}
+
+func base64URL(_ data: Data) -> String {
+    data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
+}
+
+/// What `openssl ARGUMENTS` prints.
+func openssl(_ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { throw BenchError("openssl \(arguments.joined(separator: " ")) failed") }
+    return String(decoding: data, as: UTF8.self)
+}
+
 func benchVerify(peer: String, algorithm name: String, count: Int) async throws {
     guard let algorithm = JWSAlgorithm(rawValue: name), algorithm == .rs256 || algorithm == .es256 else { throw BenchError("RS256 or ES256") }
-    let key = try SigningKey.generate(algorithm, keyID: "bench")
-    let jwk = try key.publicJWK()
-    let now = Int(Date().timeIntervalSince1970)
-    let claims = JSONValue.object([
-        "iss": .string("https://issuer.bench"), "sub": .string("248289761001"), "aud": .string("loginkit-cli"),
-        "exp": .number("\(now + 3600)"), "iat": .number("\(now)"),
-    ])
-    let token = try CompactJWS.sign(payload: Array(claims.serialized.utf8), with: key, extraHeader: ["typ": .string("JWT")])
+    let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+    let payload = BenchPayload(
+        iss: "https://issuer.bench", sub: "248289761001", aud: "loginkit-cli",
+        exp: .init(value: now.addingTimeInterval(3600)), iat: .init(value: now))
+    let (token, jwks) = try await signedToken(algorithm, payload: payload)
     let verify: () async throws -> Void
     switch peer {
     case "loginkit":
-        let verifier = IDTokenVerifier(configuration: .init(issuer: "https://issuer.bench", audience: "loginkit-cli"), keys: StaticJWKS(JWKSet(keys: [jwk])))
+        let verifier = IDTokenVerifier(configuration: .init(issuer: "https://issuer.bench", audience: "loginkit-cli"), keys: StaticJWKS(try JWKSet(jsonText: Array(jwks.utf8))))
         verify = { _ = try await verifier.verify(token) }
     case "jwtkit":
         let keys = JWTKeyCollection()
-        try await keys.add(jwksJSON: "{\"keys\":[\(jwk.json.serialized)]}")
+        try await keys.add(jwksJSON: jwks)
         verify = { _ = try await keys.verify(token, as: BenchPayload.self) }
     default:
         throw BenchError("unknown peer \(peer)")
@@ -255,14 +290,14 @@ do {
     case ("http", 6), ("http", 7):
         guard let requests = Int(arguments[5]) else { throw BenchError("requests") }
         let url = arguments[4]
-        let peer: any Peer =
-            switch arguments[2] {
-            case "ahc": AsyncHTTPClientPeer(url: url)
-            case "urlsession": try URLSessionPeer(url: url)
-            default:
-                guard let peer = try loginKitPeer(arguments[2], url: url) else { throw BenchError("unknown peer \(arguments[2])") }
-                peer
-            }
+        let peer: any Peer
+        switch arguments[2] {
+        case "ahc": peer = AsyncHTTPClientPeer(url: url)
+        case "urlsession": peer = try URLSessionPeer(url: url)
+        default:
+            guard let loginKit = try loginKitPeer(arguments[2], url: url) else { throw BenchError("unknown peer \(arguments[2])") }
+            peer = loginKit
+        }
         try await benchHTTP(peer, mode: arguments[3], requests: requests, inFlight: arguments.count == 7 ? Int(arguments[6]) ?? 64 : 64)
     case ("save", 4):
         try await benchSave(directory: arguments[2], operations: Int(arguments[3]) ?? 300)
