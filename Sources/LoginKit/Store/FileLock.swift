@@ -73,8 +73,8 @@ struct FileLock: ~Copyable {
         return descriptor
     }
 
-    /// Writes this process's ID into the lock file (best effort: it only serves error messages).
-    /// Writes our process ID into the lock file, unless it is there already (a process that saves
+    /// Writes this process's ID into the lock file (best effort: it only serves error messages),
+    /// unless it is there already (a process that saves
     /// again and again then neither truncates nor rewrites the file: on ext4 a truncate-and-write
     /// makes the close start writeback of the lock file, which the save's `fsync`s then wait for).
     private static func recordHolder(_ descriptor: Int32) {
