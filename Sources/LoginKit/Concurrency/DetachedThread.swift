@@ -41,3 +41,22 @@ func closeDescriptor(_ descriptor: Int32) {
 func systemErrorMessage(_ code: Int32) -> String {
     String(cString: strerror(code))
 }
+
+/// Writes every byte of `bytes` to a blocking `descriptor`, resuming after `EINTR` and short
+/// writes. Returns 0, or the `errno` of the write that failed.
+package func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Int32 {
+    var offset = 0
+    while offset < bytes.count {
+        let count = bytes.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return 0 }
+            return write(descriptor, base + offset, buffer.count - offset)
+        }
+        if count < 0 {
+            if errno == EINTR { continue }
+            return errno
+        }
+        guard count > 0 else { return EIO }  // nothing written: never loop for ever
+        offset += count
+    }
+    return 0
+}

@@ -197,17 +197,8 @@ enum StoreFileSystem {
         var closed = false
         defer { if !closed { close(descriptor) } }
         do throws(TokenStoreError) {
-            var offset = 0
-            while offset < bytes.count {
-                let count = bytes.withUnsafeBytes { buffer in
-                    write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)  // non-empty: count > offset
-                }
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw ioError("write", temporary)
-                }
-                offset += count
-            }
+            let failure = writeAll(bytes, to: descriptor)
+            guard failure == 0 else { throw ioError("write", temporary, failure) }
             guard fsync(descriptor) == 0 else { throw ioError("flush", temporary) }
             closed = true
             guard close(descriptor) == 0 else { throw ioError("close", temporary) }

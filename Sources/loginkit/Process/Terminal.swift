@@ -25,16 +25,10 @@ enum Terminal {
     static var stdinIsTTY: Bool { isatty(STDIN_FILENO) == 1 }
     static var stderrIsTTY: Bool { isatty(STDERR_FILENO) == 1 }
 
-    /// Writes all of `text` to `descriptor` (unbuffered; an interrupted write is resumed, a failed
-    /// one dropped: there is nowhere left to report it).
+    /// Writes all of `text` to `descriptor`, unbuffered (a failed write is dropped: there is
+    /// nowhere left to report it).
     static func writeAll(_ text: String, to descriptor: Int32) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            bytes = bytes.dropFirst(written)
-        }
+        _ = LoginKit.writeAll(Array(text.utf8), to: descriptor)
     }
 
     /// Writes one line to stderr.
