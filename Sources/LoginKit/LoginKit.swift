@@ -23,6 +23,7 @@
 @_exported public import struct LoginKitJOSE.JWKSet
 @_exported public import enum LoginKitJOSE.JWSAlgorithm
 @_exported public import struct LoginKitJOSE.JWTClaims
+@_exported public import struct LoginKitJOSE.SigningKey
 @_exported public import struct LoginKitJOSE.StaticJWKS
 @_exported public import struct LoginKitJOSE.SymmetricKey
 @_exported public import struct LoginKitJOSE.TokenVerificationError

@@ -25,6 +25,14 @@ final class IdentityProvider: Sendable {
         var retired = false
     }
 
+    /// An access token issued: until when, for whom (a user's subject or a client's ID), which scope.
+    struct AccessRecord {
+        let expiresAt: Date
+        let subject: String
+        let clientID: String
+        let scope: String
+    }
+
     struct DeviceRecord {
         let deviceCode: String
         let userCode: String
@@ -37,18 +45,22 @@ final class IdentityProvider: Sendable {
         var denied = false
     }
 
-    private struct State {
+    struct State {
         var issuer = ""
         var refreshTokens: [String: RefreshRecord] = [:]
         var revokedFamilies: Set<String> = []
-        var accessTokens: [String: Date] = [:]
+        var accessTokens: [String: AccessRecord] = [:]
+        /// Client assertions' `jti`s already used (RFC 7523 §3), until their `exp`.
+        var assertionIDs: [String: Date] = [:]
+        /// Keys registered at run time for `private_key_jwt`, per client.
+        var registeredKeys: [String: [JWK]] = [:]
         var deviceCodes: [String: DeviceRecord] = [:]
         var userCodes: [String: String] = [:]
         var configuration: IdentityProviderConfiguration
         var forgery: DevFault.IDTokenForgery?
     }
 
-    private let state: LockedState<State>
+    let state: LockedState<State>
     let signingKey: SigningKey
     /// Pending sign-in forms and issued authorization codes (`IdentityProvider+AuthorizationCode`).
     let authorizationCodes = AuthorizationCodes()
@@ -77,12 +89,22 @@ final class IdentityProvider: Sendable {
     /// Authenticates the client from Basic credentials or form fields (never both).
     func authenticateClient(basic: (String, String)?, fields: [String: String]) throws(OAuthError) -> DevClient {
         let configuration = self.configuration
-        if basic != nil && (fields["client_secret"] != nil) {
+        let methods = [basic != nil, fields["client_secret"] != nil, fields["client_assertion"] != nil].filter { $0 }.count
+        if methods > 1 {
             throw OAuthError(status: 400, code: "invalid_request", description: "use one client authentication method")
+        }
+        if let assertion = fields["client_assertion"] {
+            guard fields["client_assertion_type"] == Self.assertionType else {
+                throw OAuthError(status: 400, code: "invalid_request", description: "client_assertion_type must be \(Self.assertionType)")
+            }
+            return try authenticateAssertion(assertion, clientID: fields["client_id"])
         }
         let clientID = basic?.0 ?? fields["client_id"]
         guard let clientID, let client = configuration.clients.first(where: { $0.id == clientID }) else {
             throw OAuthError(status: 401, code: "invalid_client", description: "unknown client")
+        }
+        if client.secret == nil, !keys(of: client).isEmpty {
+            throw OAuthError(status: 401, code: "invalid_client", description: "this client authenticates with private_key_jwt")
         }
         if let secret = client.secret {
             let presented = basic?.1 ?? fields["client_secret"]
@@ -107,11 +129,11 @@ final class IdentityProvider: Sendable {
         return issue(user: user, clientID: client.id, scope: scope ?? "openid profile", family: Self.randomToken(bytes: 9))
     }
 
-    func clientCredentialsGrant(client: DevClient, scope: String?) throws(OAuthError) -> [String: JSONValue] {
-        guard client.secret != nil else {
+    func clientCredentialsGrant(client: DevClient, scope: String?, resources: [String] = [], audience: String? = nil) throws(OAuthError) -> [String: JSONValue] {
+        guard isConfidential(client) else {
             throw OAuthError(status: 400, code: "unauthorized_client", description: "public clients cannot use client_credentials")
         }
-        return issue(user: nil, clientID: client.id, scope: scope ?? "", family: nil)
+        return issue(user: nil, clientID: client.id, scope: scope ?? "", family: nil, audiences: try targets(resources: resources, audience: audience))
     }
 
     func refreshGrant(client: DevClient, refreshToken: String?, scope: String?) throws(OAuthError) -> [String: JSONValue] {
@@ -237,10 +259,16 @@ final class IdentityProvider: Sendable {
 
     // MARK: Issuing
 
-    func issue(user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true, nonce: String? = nil) -> [String: JSONValue] {
+    func issue(
+        user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true, nonce: String? = nil, audiences: [String] = []
+    ) -> [String: JSONValue] {
         let configuration = self.configuration
         let now = configuration.now()
-        let accessToken = "at." + Self.randomToken()
+        // Asked for a resource or audience: an RFC 9068 JWT access token naming it in `aud`.
+        let accessToken =
+            audiences.isEmpty
+            ? "at." + Self.randomToken()
+            : jwtAccessToken(subject: user?.subject ?? clientID, clientID: clientID, scope: scope, audiences: audiences, actor: nil)
         var response: [String: JSONValue] = [
             "access_token": .string(accessToken),
             "token_type": .string("Bearer"),
@@ -255,7 +283,9 @@ final class IdentityProvider: Sendable {
             response["refresh_token"] = .string(token)
         }
         let issuer = state.withLock { state in
-            state.accessTokens[accessToken] = now.addingTimeInterval(Double(configuration.accessTokenLifetime.wholeSeconds))
+            state.accessTokens[accessToken] = AccessRecord(
+                expiresAt: now.addingTimeInterval(Double(configuration.accessTokenLifetime.wholeSeconds)),
+                subject: user?.subject ?? clientID, clientID: clientID, scope: scope)
             if let refreshToken, let family {
                 state.refreshTokens[refreshToken] = RefreshRecord(
                     username: user?.username, clientID: clientID, scope: scope, family: family,
@@ -331,8 +361,12 @@ final class IdentityProvider: Sendable {
             "id_token_signing_alg_values_supported": .array([.string("RS256")]),
             "grant_types_supported": .array([
                 "authorization_code", "password", "refresh_token", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code",
+                Self.tokenExchangeGrant,
             ].map { .string($0) }),
-            "token_endpoint_auth_methods_supported": .array([.string("client_secret_basic"), .string("client_secret_post"), .string("none")]),
+            "token_endpoint_auth_methods_supported": .array(
+                ["client_secret_basic", "client_secret_post", "private_key_jwt", "client_secret_jwt", "none"].map { .string($0) }),
+            "token_endpoint_auth_signing_alg_values_supported": .array(
+                (JWSAlgorithm.allCases.map(\.rawValue) + ["HS256"]).map { .string($0) }),
             "scopes_supported": .array([.string("openid"), .string("profile"), .string("offline_access")]),
         ]
     }

@@ -3,6 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
+public import LoginKitJOSE
 
 /// A user of the dev identity provider.
 public struct DevUser: Sendable, Hashable {
@@ -36,12 +37,28 @@ public struct DevClient: Sendable, Hashable {
     /// The redirect URIs the authorization endpoint accepts; a loopback one (`http://127.0.0.1/…`,
     /// `http://[::1]/…`, `http://localhost/…`) matches any port (RFC 8252 §7.3).
     public var redirectURIs: [String]
+    /// Public keys for `private_key_jwt` (RFC 7523): a client with keys is confidential and may
+    /// authenticate with an assertion signed by one of them. More can be registered at run time
+    /// (`POST /test/clients/<id>/jwks`).
+    public var publicKeys: [JWK]
 
-    /// A client `id`, confidential when it has a `secret`, allowed to redirect to `redirectURIs`.
-    public init(id: String, secret: String? = nil, redirectURIs: [String] = []) {
+    /// A client `id`, confidential when it has a `secret` or `publicKeys`, allowed to redirect to `redirectURIs`.
+    public init(id: String, secret: String? = nil, redirectURIs: [String] = [], publicKeys: [JWK] = []) {
         self.id = id
         self.secret = secret
         self.redirectURIs = redirectURIs
+        self.publicKeys = publicKeys
+    }
+
+    public static func == (a: DevClient, b: DevClient) -> Bool {
+        a.id == b.id && a.secret == b.secret && a.redirectURIs == b.redirectURIs && a.publicKeys.map(\.json) == b.publicKeys.map(\.json)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(secret)
+        hasher.combine(redirectURIs)
+        hasher.combine(publicKeys.map(\.json))
     }
 
     /// The loopback redirect URIs a native app registers: `/callback` on `127.0.0.1`, `::1`, `localhost`.
@@ -57,7 +74,13 @@ public struct IdentityProviderConfiguration: Sendable {
     public var clients: [DevClient] = [
         DevClient(id: "loginkit-cli", redirectURIs: DevClient.loopbackRedirectURIs),
         DevClient(id: "loginkit-service", secret: "dev-secret", redirectURIs: DevClient.loopbackRedirectURIs),
+        // Long enough a secret for client_secret_jwt (HS256 needs 32 bytes, RFC 7518 §3.2); it also
+        // takes private_key_jwt once a key is registered for it.
+        DevClient(id: "loginkit-signed", secret: "dev-secret-for-client-secret-jwt-0123456789"),
     ]
+    /// The resources and audiences tokens may be asked for (RFC 8707, RFC 8693); others get
+    /// `invalid_target`. `nil` (the default) accepts every absolute URI without a fragment.
+    public var resourceServers: [String]? = nil
     /// Access-token lifetime. Default 3600 s.
     public var accessTokenLifetime: Duration = .seconds(3600)
     /// ID-token lifetime. Default 3600 s.

@@ -25,6 +25,15 @@ struct IdentityProviderRoutes {
         router.get(".well-known/jwks.json") { _, _ in
             Self.json(.ok, provider.keySet.objectValue ?? [:], cacheControl: "public, max-age=300")
         }
+        // Registers public keys for a client's private_key_jwt: a JWKS document (public keys only).
+        router.post("test/clients/:id/jwks") { request, context in
+            let id = try context.parameters.require("id")
+            let body = try await request.body.collect(upTo: Self.maximumBody)
+            guard let keys = try? JWKSet(jsonText: Array(body.readableBytesView)).keys, !keys.isEmpty, provider.registerKeys(keys, for: id) else {
+                return Self.json(.badRequest, ["error": .string("invalid_request"), "error_description": .string("send a JWKS of public keys for a known client")])
+            }
+            return Self.json(.ok, ["registered": .number("\(keys.count)")])
+        }
         router.post("oauth/token") { request, _ in
             try await handleToken(request)
         }
@@ -75,7 +84,7 @@ struct IdentityProviderRoutes {
     }
 
     private func handleToken(_ request: Request) async throws -> Response {
-        try await withClient(request) { client, fields in
+        try await withClient(request) { client, fields, resources in
             switch fields["grant_type"] {
             case "authorization_code":
                 return Self.json(.ok, try provider.authorizationCodeGrant(client: client, fields: fields))
@@ -84,7 +93,10 @@ struct IdentityProviderRoutes {
             case "refresh_token":
                 return Self.json(.ok, try provider.refreshGrant(client: client, refreshToken: fields["refresh_token"], scope: fields["scope"]))
             case "client_credentials":
-                return Self.json(.ok, try provider.clientCredentialsGrant(client: client, scope: fields["scope"]))
+                return Self.json(
+                    .ok, try provider.clientCredentialsGrant(client: client, scope: fields["scope"], resources: resources, audience: fields["audience"]))
+            case "urn:ietf:params:oauth:grant-type:token-exchange":
+                return Self.json(.ok, try provider.tokenExchangeGrant(client: client, fields: fields, resources: resources))
             case "urn:ietf:params:oauth:grant-type:device_code":
                 return Self.json(.ok, try provider.deviceCodeGrant(client: client, deviceCode: fields["device_code"]))
             case nil:
@@ -99,14 +111,25 @@ struct IdentityProviderRoutes {
     private func withClient(
         _ request: Request, _ body: (DevClient, [String: String]) throws -> Response
     ) async throws -> Response {
+        try await withClient(request) { client, fields, _ in try body(client, fields) }
+    }
+
+    /// Like the above, with the repeatable `resource` parameter (RFC 8707) collected.
+    private func withClient(
+        _ request: Request, _ body: (DevClient, [String: String], [String]) throws -> Response
+    ) async throws -> Response {
         let buffer = try await request.body.collect(upTo: Self.maximumBody)
-        let (fields, duplicates) = FormURLEncoding.decodeFields(String(buffer: buffer))
+        let text = String(buffer: buffer)
+        var (fields, duplicates) = FormURLEncoding.decodeFields(text)
+        let resources = FormURLEncoding.decode(text).filter { $0.0 == "resource" }.map(\.1)
+        duplicates.remove("resource")
+        fields["resource"] = nil
         do {
             guard duplicates.isEmpty else {
                 throw IdentityProvider.OAuthError(status: 400, code: "invalid_request", description: "repeated parameter \(duplicates.sorted().joined(separator: ", "))")
             }
             let client = try provider.authenticateClient(basic: Self.basicCredentials(request.headers[.authorization]), fields: fields)
-            return try body(client, fields)
+            return try body(client, fields, resources)
         } catch let error as IdentityProvider.OAuthError {
             return Self.oauthError(error)
         }

@@ -46,6 +46,9 @@ public protocol DeviceAuthorizationAPI: AuthAPI {
 public protocol ClientCredentialsAPI: AuthAPI {
     /// Credentials for the client itself.
     func clientCredentials(scope: String?) async throws -> Credentials
+    /// Credentials for the client itself, for a resource, audience and scope (RFC 8707). The
+    /// default serves scope-only targets through ``clientCredentials(scope:)``.
+    func clientCredentials(for target: TokenTarget) async throws -> Credentials
 }
 
 /// What a device authorization response says (RFC 8628 §3.2).

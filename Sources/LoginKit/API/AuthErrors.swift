@@ -5,7 +5,7 @@ public struct LoginError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidCredentials, refreshTokenRejected, accessDenied, deviceCodeExpired, invalidClient
-            case unauthorizedClient, invalidScope, challengeRequired
+            case unauthorizedClient, invalidScope, challengeRequired, invalidTarget, subjectTokenRejected
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -26,6 +26,12 @@ public struct LoginError: Error, Sendable, CustomStringConvertible {
         public static let invalidScope = Code(.invalidScope)
         /// The provider wants an extra step LoginKit does not perform (a Cognito challenge).
         public static let challengeRequired = Code(.challengeRequired)
+        /// The resource or audience asked for is unknown or not allowed for this client
+        /// (`invalid_target`, RFC 8707 §2, RFC 8693 §2.2.2).
+        public static let invalidTarget = Code(.invalidTarget)
+        /// A token exchange's subject or actor token was refused (`invalid_grant` on RFC 8693's
+        /// token exchange): expired, revoked, or not one the provider accepts.
+        public static let subjectTokenRejected = Code(.subjectTokenRejected)
 
         public var description: String { base.rawValue }
     }

@@ -79,5 +79,6 @@ extension OAuth2API.Metadata {
         codeChallengeMethodsSupported = strings("code_challenge_methods_supported")
         authorizationResponseIssParameterSupported =
             document["authorization_response_iss_parameter_supported"]?.boolValue ?? false
+        tokenEndpointAuthMethodsSupported = strings("token_endpoint_auth_methods_supported")
     }
 }

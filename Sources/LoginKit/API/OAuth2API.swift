@@ -7,7 +7,9 @@ public import LoginKitHTTP
 import LoginKitJOSE
 
 /// OAuth 2.0 / OpenID Connect: discovery, the `password`, `refresh_token`, `client_credentials` and
-/// device-code grants, revocation (RFC 7009), `client_secret_basic` or `client_secret_post`.
+/// device-code grants, token exchange (RFC 8693), resource indicators (RFC 8707), revocation
+/// (RFC 7009); the client authenticates with `client_secret_basic`, `client_secret_post`,
+/// `private_key_jwt` or `client_secret_jwt` (RFC 7523), chosen explicitly or from discovery.
 ///
 /// The provider's metadata comes from `<issuer>/.well-known/openid-configuration`, fetched once and
 /// checked (its `issuer` must equal the configured one, OIDC Discovery §4.3). ID tokens are verified
@@ -24,8 +26,18 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         public var clientID: String
         /// The client secret, for confidential clients. Never stored in a profile.
         public var clientSecret: String?
-        /// How the secret is sent. Default `.basic`.
-        public var clientAuthenticationMethod: ClientAuthenticationMethod = .basic
+        /// How the client authenticates at the token, revocation and device endpoints. Default
+        /// `.automatic`: `private_key_jwt` with a ``clientAssertionKey``; with a secret, the first of
+        /// `client_secret_basic`, `client_secret_post`, `client_secret_jwt` that discovery's
+        /// `token_endpoint_auth_methods_supported` lists (`client_secret_basic` when it lists none).
+        public var clientAuthenticationMethod: ClientAuthenticationMethod = .automatic
+        /// The private key `private_key_jwt` signs client assertions with (RS256, PS256, ES256, …;
+        /// load it with `SigningKey(pem:)` or `SigningKey(jwk:)`).
+        public var clientAssertionKey: SigningKey?
+        /// The `aud` of client assertions. Default `.tokenEndpoint` (OpenID Connect Core §9).
+        public var clientAssertionAudience: ClientAssertionAudience = .tokenEndpoint
+        /// How long a client assertion is valid. Default 60 s; each request gets a new one.
+        public var clientAssertionLifetime: Duration = .seconds(60)
         /// The scope asked for. Default `openid profile offline_access`.
         public var scope: String = "openid profile offline_access"
         /// Whether ID tokens are verified against the provider's keys. Default `true`; turn off only
@@ -50,12 +62,31 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         }
     }
 
-    /// `client_secret_basic` or `client_secret_post`.
-    public enum ClientAuthenticationMethod: String, Sendable {
+    /// How the client authenticates (the names are discovery's `token_endpoint_auth_methods_supported`).
+    public enum ClientAuthenticationMethod: String, Sendable, CaseIterable {
         /// The client ID and secret in an HTTP Basic `Authorization` header (RFC 6749 §2.3.1).
         case basic = "client_secret_basic"
         /// The client ID and secret as `client_id` and `client_secret` form fields.
         case post = "client_secret_post"
+        /// A JWT signed with the client's private key (RFC 7523 §2.2, OpenID Connect Core §9);
+        /// needs ``Configuration/clientAssertionKey``.
+        case privateKeyJWT = "private_key_jwt"
+        /// A JWT signed HS256 with the client secret (OpenID Connect Core §9); needs a secret of at
+        /// least 32 bytes.
+        case clientSecretJWT = "client_secret_jwt"
+        /// Chosen from the configuration and discovery (see ``Configuration/clientAuthenticationMethod``).
+        case automatic
+    }
+
+    /// The `aud` a client assertion names.
+    public enum ClientAssertionAudience: Sendable, Hashable {
+        /// The token endpoint's URL, also for requests to the revocation and device endpoints
+        /// (OpenID Connect Core §9; Okta, Auth0, Entra ID).
+        case tokenEndpoint
+        /// The issuer identifier (RFC 7523 §3 allows it; some servers want it).
+        case issuer
+        /// A value the provider documents.
+        case custom(String)
     }
 
     /// The provider metadata LoginKit uses.
@@ -80,13 +111,15 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         public internal(set) var codeChallengeMethodsSupported: [String]? = nil
         /// `authorization_response_iss_parameter_supported` (RFC 9207): authorization responses carry `iss`.
         public internal(set) var authorizationResponseIssParameterSupported = false
+        /// `token_endpoint_auth_methods_supported`, when listed.
+        public internal(set) var tokenEndpointAuthMethodsSupported: [String]? = nil
     }
 
     /// The configuration.
     public let configuration: Configuration
-    private let endpoint: TokenEndpoint
+    let endpoint: TokenEndpoint
     private let transport: any HTTPTransport
-    private let now: @Sendable () -> Date
+    let now: @Sendable () -> Date
     private let metadataLoader: MetadataLoader
 
     /// An API for `configuration`'s issuer over `transport`; `now` dates expiries and checks ID tokens.
@@ -102,7 +135,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         CredentialSource(kind: .oauth2, endpoint: configuration.issuer, clientID: configuration.clientID, scope: configuration.scope)
     }
 
-    private var host: String { URLParts(configuration.issuer)?.host ?? configuration.issuer }
+    var host: String { URLParts(configuration.issuer)?.host ?? configuration.issuer }
 
     /// Whose URL an endpoint is: the configuration's when `explicit` (its `endpoints.<setting>`) is
     /// set, which wins over discovery; otherwise the provider's `field` in its discovery document.
@@ -110,13 +143,6 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         explicit != nil ? .configuration("OAuth2API.Configuration.endpoints.\(setting)") : .provider("\(host)'s \(field)")
     }
 
-    private var authentication: ClientAuthentication {
-        guard let secret = configuration.clientSecret else { return .none(id: configuration.clientID) }
-        switch configuration.clientAuthenticationMethod {
-        case .basic: return .basic(id: configuration.clientID, secret: secret)
-        case .post: return .post(id: configuration.clientID, secret: secret)
-        }
-    }
 
     // MARK: Discovery
 
@@ -172,7 +198,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         let (metadata, verifier) = try await loaded()
         let (response, json, _) = try await endpoint.postForm(
             metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
-            fields: fields, authentication: authentication)
+            fields: fields, authentication: authentication(metadata))
         if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host) { throw error }
         try TokenEndpoint.requireJSON(response, host: host)
         let credentials = try await TokenEndpoint.credentials(
@@ -205,19 +231,33 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     }
 
     public func clientCredentials(scope: String? = nil) async throws -> Credentials {
+        try await clientCredentials(for: TokenTarget(scope: scope))
+    }
+
+    /// Credentials for the client itself, for `target`'s resources, audience and scope (the
+    /// configuration's scope when the target names none).
+    ///
+    /// - Throws: `ConfigurationError` `.invalidValue` for a resource that is not an absolute URI
+    ///   without a fragment; `LoginError` `.invalidTarget` when the provider refuses the target,
+    ///   and what the other grants throw.
+    public func clientCredentials(for target: TokenTarget) async throws -> Credentials {
+        try target.validate()
         var fields = [("grant_type", "client_credentials")]
-        if let scope = scope ?? (configuration.scope.isEmpty ? nil : configuration.scope) { fields.append(("scope", scope)) }
+        if let scope = target.scope ?? (configuration.scope.isEmpty ? nil : configuration.scope) { fields.append(("scope", scope)) }
+        fields += target.formFields
         return try await tokenRequest(fields, grant: .clientCredentials)
     }
 
     @discardableResult
     public func revoke(_ credentials: Credentials) async throws -> Bool {
-        guard let revocationEndpoint = try await metadata().revocationEndpoint else { return false }
+        let metadata = try await metadata()
+        guard let revocationEndpoint = metadata.revocationEndpoint else { return false }
+        let clientAuthentication = try authentication(metadata)
         let tokens = [(credentials.refreshToken, "refresh_token"), (credentials.accessToken, "access_token")]
         for case let (token?, hint) in tokens {
             let (response, json, _) = try await endpoint.postForm(
                 revocationEndpoint, origin: origin(configuration.endpoints.revocation, setting: "revocation", field: "revocation_endpoint"),
-                fields: [("token", token), ("token_type_hint", hint)], authentication: authentication
+                fields: [("token", token), ("token_type_hint", hint)], authentication: clientAuthentication
             )
             // RFC 7009 §2.2: 200 for valid and invalid tokens alike; 503 may come back with Retry-After.
             if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host),
@@ -232,13 +272,14 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     // MARK: Device authorization (RFC 8628)
 
     public func startDeviceAuthorization(scope: String? = nil) async throws -> DeviceAuthorization {
-        guard let url = try await metadata().deviceAuthorizationEndpoint else {
+        let metadata = try await metadata()
+        guard let url = metadata.deviceAuthorizationEndpoint else {
             throw ServerError(
                 .misconfigured, "\(host) offers no device authorization endpoint; set OAuth2API.Configuration.endpoints.deviceAuthorization if it has one")
         }
         let (response, json, _) = try await endpoint.postForm(
             url, origin: origin(configuration.endpoints.deviceAuthorization, setting: "deviceAuthorization", field: "device_authorization_endpoint"),
-            fields: [("scope", scope ?? configuration.scope)], authentication: authentication)
+            fields: [("scope", scope ?? configuration.scope)], authentication: authentication(metadata))
         if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host) { throw error }
         guard let object = json?.objectValue,
             let deviceCode = object["device_code"]?.stringValue, let userCode = object["user_code"]?.stringValue,

@@ -14,7 +14,7 @@ struct TokenEndpoint: Sendable {
 
     /// The grant a response answers, which decides how `invalid_grant` is read.
     enum Grant {
-        case password, refresh, clientCredentials, deviceCode, other
+        case password, refresh, clientCredentials, deviceCode, tokenExchange, other
     }
 
     /// An OAuth error body: `error` and `error_description`.
@@ -48,6 +48,12 @@ struct TokenEndpoint: Sendable {
             if let secret { fields.append(("client_secret", secret)) }
         case .none(let id)?:
             fields.append(("client_id", id))
+        case .assertion(let id, let assertion)?:
+            // Made here, for this request only: a retry (of the service) sends a new one, and no
+            // assertion is ever sent twice (RFC 7523 §3: the server may refuse a reused `jti`).
+            fields.append(("client_id", id))
+            fields.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))
+            fields.append(("client_assertion", try assertion.make(clientID: id)))
         case nil:
             break
         }
@@ -100,10 +106,18 @@ struct TokenEndpoint: Sendable {
             switch grant {
             case .refresh: return LoginError(.refreshTokenRejected, "the refresh token was rejected\(detail); log in again", providerError: body.error)
             case .deviceCode: return LoginError(.accessDenied, "the device code was rejected\(detail)", providerError: body.error)
+            case .tokenExchange:
+                return LoginError(.subjectTokenRejected, "the subject or actor token was refused for the exchange\(detail)", providerError: body.error)
+            case .clientCredentials:
+                return LoginError(.invalidClient, "the client's credentials grant was refused\(detail)", providerError: body.error)
             default: return LoginError(.invalidCredentials, "the user ID or password was rejected\(detail)", providerError: body.error)
             }
         case "invalid_client":
-            return LoginError(.invalidClient, "the client ID or secret was rejected\(detail); check the client configuration", providerError: body.error)
+            return LoginError(
+                .invalidClient, "the client's authentication (ID and secret, or signed assertion) was rejected\(detail); check the client configuration",
+                providerError: body.error)
+        case "invalid_target":
+            return LoginError(.invalidTarget, "the requested resource or audience was refused\(detail)", providerError: body.error)
         case "unauthorized_client":
             return LoginError(.unauthorizedClient, "this client may not use this grant\(detail)", providerError: body.error)
         case "invalid_scope":
@@ -216,4 +230,25 @@ enum ClientAuthentication: Sendable {
     case post(id: String, secret: String?)
     /// A public client: `client_id` in the body only.
     case none(id: String)
+    /// `private_key_jwt` or `client_secret_jwt` (RFC 7523 §2.2): a signed assertion made per request.
+    case assertion(id: String, ClientAssertionMaker)
+}
+
+/// Makes the JWT a client authenticates with (RFC 7523 §3, OpenID Connect Core §9): `iss` and
+/// `sub` the client ID, `aud` as configured, a random `jti`, `iat` now, `exp` `lifetime` later.
+struct ClientAssertionMaker: Sendable {
+    let signer: ClientAssertionSigner
+    let audience: String
+    let lifetime: Duration
+    let now: @Sendable () -> Date
+
+    func make(clientID: String) throws -> String {
+        let issuedAt = Int64(now().timeIntervalSince1970.rounded(.down))
+        let claims: [String: JSONValue] = [
+            "iss": .string(clientID), "sub": .string(clientID), "aud": .string(audience),
+            "jti": .string(Base64URL.encode(try SecureRandom.bytes(18))),
+            "iat": .number("\(issuedAt)"), "exp": .number("\(issuedAt + max(1, lifetime.components.seconds))"),
+        ]
+        return try signer.sign(claims: claims)
+    }
 }

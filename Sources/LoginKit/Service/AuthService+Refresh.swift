@@ -359,7 +359,7 @@ extension AuthService {
                 if stored.attributes["grant"] == "client_credentials", stored.credentials.refreshToken == nil,
                     let api = api as? any ClientCredentialsAPI
                 {
-                    return .refreshed(try await api.clientCredentials(scope: stored.attributes["scope"]))
+                    return .refreshed(try await api.clientCredentials(for: TokenTarget(attributes: stored.attributes)))
                 }
                 return .refreshed(try await api.refresh(stored.credentials))
             } catch let error as LoginError where error.code == .refreshTokenRejected {

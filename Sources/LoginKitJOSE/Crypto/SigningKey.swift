@@ -1,20 +1,185 @@
 internal import COpenSSL
+internal import LoginKitHTTP
 
-/// A private key that signs JWS (RS256 … PS384, ES256/ES384, EdDSA): for the dev identity provider
-/// and for tests. Generated with OpenSSL's `EVP_PKEY_generate`.
+/// A private key that signs JWS: RS256 … RS512, PS256/PS384, ES256/ES384, EdDSA.
 ///
-/// `description` names the algorithm and key ID only; the private key is never printed.
-package struct SigningKey: Sendable, CustomStringConvertible {
+/// Applications load one from a PEM file or a private JWK to authenticate a confidential client
+/// with `private_key_jwt` (RFC 7523 §2.2, OpenID Connect Core §9); the dev identity provider and
+/// the tests generate theirs. The key is checked when it is loaded: RSA keys need at least 2048
+/// bits, EC keys must be on P-256 or P-384, the public half must match the private one, and the
+/// algorithm must fit the key (RS*/PS* need RSA, ES256 P-256, ES384 P-384, EdDSA Ed25519).
+///
+/// `description` names the algorithm and key ID only; the private key is never printed, and no
+/// error message quotes it.
+public struct SigningKey: Sendable, CustomStringConvertible {
     /// The algorithm this key signs with.
-    package let algorithm: JWSAlgorithm
-    /// The `kid` put in the headers it signs and in its package JWK.
-    package let keyID: String
+    public let algorithm: JWSAlgorithm
+    /// The `kid` put in the headers it signs and in its public JWK, when known.
+    public let keyID: String?
     let key: EVPKey
+
+    init(algorithm: JWSAlgorithm, keyID: String?, key: EVPKey) {
+        self.algorithm = algorithm
+        self.keyID = keyID
+        self.key = key
+    }
+
+    /// A key from PEM text: PKCS#8 (`BEGIN PRIVATE KEY`), PKCS#1 (`BEGIN RSA PRIVATE KEY`) or SEC 1
+    /// (`BEGIN EC PRIVATE KEY`). Encrypted PEM is refused (decrypt it first: `openssl pkey`).
+    ///
+    /// - Parameters:
+    ///   - algorithm: what to sign with; default RS256 for RSA, ES256/ES384 by the EC curve, EdDSA
+    ///     for Ed25519.
+    ///   - keyID: the `kid` the provider registered the key under, when it wants one.
+    /// - Throws: `CryptoError` `.invalidKey`, saying what is wrong and never quoting the key.
+    public init(pem: some StringProtocol, algorithm: JWSAlgorithm? = nil, keyID: String? = nil) throws(CryptoError) {
+        let bytes = Array(String(pem).utf8)
+        guard bytes.count <= 64 * 1024 else { throw CryptoError(.invalidKey, "the PEM text is longer than 64 KiB; it is not one private key") }
+        guard bytes.count < Int(Int32.max), let raw = loginkit_read_private_key_pem(bytes, Int32(bytes.count)) else {
+            ERR_clear_error()
+            let encrypted = String(decoding: bytes, as: UTF8.self).contains("ENCRYPTED")
+            throw CryptoError(
+                .invalidKey,
+                encrypted
+                    ? "the PEM private key is encrypted; decrypt it first (openssl pkey -in KEY -out PLAIN)"
+                    : "no PEM private key found (expected BEGIN PRIVATE KEY, BEGIN RSA PRIVATE KEY or BEGIN EC PRIVATE KEY)")
+        }
+        try self.init(checking: EVPKey(taking: raw), algorithm: algorithm, keyID: keyID)
+    }
+
+    /// A key from a private JWK (RFC 7517, RFC 7518 §6.2.2/§6.3.2, RFC 8037): RSA with `n`, `e`,
+    /// `d`, `p`, `q`, `dp`, `dq`, `qi`; EC with `crv`, `x`, `y`, `d`; OKP Ed25519 with `x`, `d`.
+    ///
+    /// - Parameters:
+    ///   - algorithm: what to sign with; default the JWK's `alg`, else as for PEM.
+    ///   - keyID: the `kid`; default the JWK's.
+    /// - Throws: `CryptoError` `.invalidKey`.
+    public init(jwk: JSONValue, algorithm: JWSAlgorithm? = nil, keyID: String? = nil) throws(CryptoError) {
+        guard let members = jwk.objectValue else { throw CryptoError(.invalidKey, "a JWK must be a JSON object") }
+        func text(_ name: String) throws(CryptoError) -> String? {
+            guard let value = members[name] else { return nil }
+            guard let text = value.stringValue else { throw CryptoError(.invalidKey, "the JWK's \"\(name)\" must be a string") }
+            return text
+        }
+        func bytes(_ name: String) throws(CryptoError) -> [UInt8] {
+            guard let text = members[name]?.stringValue, let bytes = Base64URL.decode(text), !bytes.isEmpty else {
+                throw CryptoError(.invalidKey, "the JWK's \"\(name)\" must be a non-empty base64url string")
+            }
+            return bytes
+        }
+        guard members["d"] != nil else { throw CryptoError(.invalidKey, "the JWK has no private part (\"d\"); a signing key needs one") }
+        var chosen = algorithm
+        if chosen == nil, let name = try text("alg") {
+            guard let named = JWSAlgorithm(rawValue: name) else {
+                throw CryptoError(.invalidKey, "the JWK's \"alg\" \"\(printableExcerpt(name))\" is not a supported signature algorithm")
+            }
+            chosen = named
+        }
+        if let use = try text("use"), use != "sig" { throw CryptoError(.invalidKey, "the JWK's \"use\" is \"\(printableExcerpt(use))\", not \"sig\"") }
+        let built: EVPKey?
+        switch try text("kty") {
+        case "RSA":
+            var parts: [[UInt8]] = []
+            for name in ["n", "e", "d", "p", "q", "dp", "dq", "qi"] { parts.append(try bytes(name)) }
+            let names = ["n", "e", "d", "rsa-factor1", "rsa-factor2", "rsa-exponent1", "rsa-exponent2", "rsa-coefficient1"]
+            built = EVPKey.fromData(keyType: "RSA", selection: loginkit_evp_pkey_keypair) { builder in
+                zip(names, parts).allSatisfy { builder.push($0, bigEndian: $1) }
+            }
+        case "EC":
+            let curve = try text("crv")
+            let (group, size): (String, Int)
+            switch curve {
+            case "P-256": (group, size) = ("prime256v1", 32)
+            case "P-384": (group, size) = ("secp384r1", 48)
+            default: throw CryptoError(.invalidKey, "unsupported EC curve \"\(printableExcerpt(curve ?? "none"))\"; P-256 and P-384 are supported")
+            }
+            let (x, y, d) = try (bytes("x"), bytes("y"), bytes("d"))
+            guard x.count == size, y.count == size, d.count == size else {
+                throw CryptoError(.invalidKey, "the JWK's \"x\", \"y\" and \"d\" for \(curve ?? "") must be exactly \(size) bytes")
+            }
+            built = EVPKey.fromData(keyType: "EC", selection: loginkit_evp_pkey_keypair) { builder in
+                builder.push("group", string: group) && builder.push("pub", octets: [0x04] + x + y) && builder.push("priv", bigEndian: d)
+            }
+        case "OKP":
+            guard try text("crv") == "Ed25519" else { throw CryptoError(.invalidKey, "only the OKP curve Ed25519 is supported") }
+            let (x, d) = try (bytes("x"), bytes("d"))
+            guard x.count == 32, d.count == 32 else { throw CryptoError(.invalidKey, "an Ed25519 JWK's \"x\" and \"d\" are 32 bytes each") }
+            built = EVPKey.fromData(keyType: "ED25519", selection: loginkit_evp_pkey_keypair) { builder in
+                builder.push("pub", octets: x) && builder.push("priv", octets: d)
+            }
+        case let other:
+            throw CryptoError(.invalidKey, "unsupported key type \"\(printableExcerpt(other ?? "none"))\"; RSA, EC and OKP are supported")
+        }
+        guard let built else {
+            ERR_clear_error()
+            throw CryptoError(.invalidKey, "OpenSSL refused the JWK's key parameters")
+        }
+        let givenKeyID = try text("kid")
+        try self.init(checking: built, algorithm: chosen, keyID: keyID ?? givenKeyID)
+    }
+
+    /// A key from private JWK text; see ``init(jwk:algorithm:keyID:)``.
+    public init(jwkText: some Collection<UInt8>, algorithm: JWSAlgorithm? = nil, keyID: String? = nil) throws(CryptoError) {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(jwkText)
+        } catch {
+            throw CryptoError(.invalidKey, "the JWK is not valid JSON")
+        }
+        try self.init(jwk: value, algorithm: algorithm, keyID: keyID)
+    }
+
+    /// Checks a loaded key (type, size, curve, consistency) and the algorithm against it.
+    private init(checking key: EVPKey, algorithm: JWSAlgorithm?, keyID: String?) throws(CryptoError) {
+        let keyType: JWK.KeyType
+        var curve: String?
+        if EVP_PKEY_is_a(key.raw, "RSA") == 1 {
+            keyType = .rsa
+            guard key.bits >= JWK.minimumRSABits, key.bits <= JWK.maximumRSABits else {
+                throw CryptoError(.invalidKey, "RSA keys need 2048 to 16384 bits; this one has \(key.bits)")
+            }
+        } else if EVP_PKEY_is_a(key.raw, "EC") == 1 {
+            keyType = .ec
+            var name = [CChar](repeating: 0, count: 64)
+            var length = 0
+            guard EVP_PKEY_get_group_name(key.raw, &name, name.count, &length) == 1 else {
+                throw CryptoError(.invalidKey, "the EC key names no curve")
+            }
+            switch String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) {
+            case "prime256v1", "P-256", "secp256r1": curve = "P-256"
+            case "secp384r1", "P-384": curve = "P-384"
+            case let other: throw CryptoError(.invalidKey, "unsupported EC curve \(printableExcerpt(other)); P-256 and P-384 are supported")
+            }
+        } else if EVP_PKEY_is_a(key.raw, "ED25519") == 1 {
+            keyType = .okp
+        } else {
+            throw CryptoError(.invalidKey, "unsupported key type; RSA, EC (P-256, P-384) and Ed25519 are supported")
+        }
+        let algorithm =
+            algorithm
+            ?? {
+                switch keyType {
+                case .rsa: .rs256
+                case .ec: curve == "P-384" ? .es384 : .es256
+                case .okp: .edDSA
+                }
+            }()
+        guard algorithm.keyType == keyType, algorithm.ecCurve?.name == curve else {
+            throw CryptoError(.invalidKey, "a \(curve ?? keyType.rawValue) key cannot sign \(algorithm)")
+        }
+        guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key.raw, nil) else { throw EVPKey.failure("EVP_PKEY_CTX_new_from_pkey") }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_pairwise_check(context) == 1 else {
+            ERR_clear_error()
+            throw CryptoError(.invalidKey, "the key's public and private parts do not belong together")
+        }
+        self.init(algorithm: algorithm, keyID: keyID, key: key)
+    }
 
     /// Generates a fresh key: RSA 2048 bits for RS*/PS*, P-256/P-384 for ES256/ES384, Ed25519 for EdDSA.
     ///
     /// - Throws: `CryptoError` when OpenSSL fails.
-    package static func generate(_ algorithm: JWSAlgorithm, keyID: String, rsaBits: Int = 2048) throws(CryptoError) -> SigningKey {
+    package static func generate(_ algorithm: JWSAlgorithm, keyID: String?, rsaBits: Int = 2048) throws(CryptoError) -> SigningKey {
         let name: String
         switch algorithm.keyType {
         case .rsa: name = "RSA"
@@ -40,16 +205,18 @@ package struct SigningKey: Sendable, CustomStringConvertible {
         return SigningKey(algorithm: algorithm, keyID: keyID, key: EVPKey(taking: key))
     }
 
-    /// The package half as a JWK (with `kid`, `alg` and `use: sig`), for a JWKS document.
-    package func publicJWK() throws(TokenVerificationError) -> JWK {
+    /// The public half as a JWK (with `kid` when known, `alg` and `use: sig`): what the provider
+    /// registers for the client (a JWKS document or its `jwks_uri`).
+    ///
+    /// - Throws: `TokenVerificationError` when OpenSSL cannot export the public key.
+    public func publicJWK() throws(TokenVerificationError) -> JWK {
         try JWK(publicKey: key, keyType: algorithm.keyType, keyID: keyID, algorithm: algorithm)
     }
 
-    /// The same private key signing with `algorithm`, which must fit it (RS256 ↔ PS256, …): for tests
-    /// of algorithm confusion between tokens made with one key.
+    /// The same private key signing with `algorithm`, which must fit it (RS256 ↔ PS256, …).
     ///
     /// - Throws: `CryptoError` `.invalidKey` when `algorithm` needs another key type or curve.
-    package func signing(with algorithm: JWSAlgorithm, keyID: String? = nil) throws(CryptoError) -> SigningKey {
+    public func signing(with algorithm: JWSAlgorithm, keyID: String? = nil) throws(CryptoError) -> SigningKey {
         guard algorithm.keyType == self.algorithm.keyType, algorithm.ecCurve?.name == self.algorithm.ecCurve?.name else {
             throw CryptoError(.invalidKey, "a \(self.algorithm) key cannot sign \(algorithm)")
         }
@@ -61,5 +228,5 @@ package struct SigningKey: Sendable, CustomStringConvertible {
         try key.sign(input, algorithm: algorithm)
     }
 
-    package var description: String { "SigningKey(\(algorithm), kid: \(keyID))" }
+    public var description: String { "SigningKey(\(algorithm)\(keyID.map { ", kid: \(printableExcerpt($0))" } ?? ""))" }
 }

@@ -93,7 +93,7 @@ package struct CompactJWS: Sendable {
     ) throws(CryptoError) -> String {
         var header = extraHeader
         header["alg"] = .string(key.algorithm.rawValue)
-        header["kid"] = .string(key.keyID)
+        if let keyID = key.keyID { header["kid"] = .string(keyID) }
         let signingInput = Base64URL.encode(Array(JSONValue.object(header).serialized.utf8)) + "." + Base64URL.encode(payload)
         let signature = try key.sign(Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)

@@ -1,0 +1,71 @@
+import LoginKitJOSE
+
+extension OAuth2API {
+    /// The method this API authenticates with, once discovery is known: the configured one, or for
+    /// `.automatic` the one chosen from the configuration and the provider's metadata.
+    ///
+    /// - Throws: what ``metadata()`` throws, and `ConfigurationError` `.invalidValue` when the
+    ///   configured method lacks what it needs (a key for `private_key_jwt`, a secret for the others).
+    public func clientAuthenticationMethodInUse() async throws -> ClientAuthenticationMethod {
+        try Self.method(for: configuration, supported: await metadata().tokenEndpointAuthMethodsSupported) ?? .automatic
+    }
+
+    /// The configured method, or the automatic choice; `nil` for a public client (no secret, no key).
+    static func method(for configuration: Configuration, supported: [String]?) throws -> ClientAuthenticationMethod? {
+        let method = configuration.clientAuthenticationMethod
+        switch method {
+        case .privateKeyJWT:
+            guard configuration.clientAssertionKey != nil else {
+                throw ConfigurationError(
+                    .invalidValue, "OAuth2API.Configuration.clientAuthenticationMethod is private_key_jwt but clientAssertionKey is not set")
+            }
+            return method
+        case .basic, .post, .clientSecretJWT:
+            guard configuration.clientSecret != nil else {
+                throw ConfigurationError(
+                    .invalidValue, "OAuth2API.Configuration.clientAuthenticationMethod is \(method.rawValue) but clientSecret is not set")
+            }
+            return method
+        case .automatic:
+            if configuration.clientAssertionKey != nil { return .privateKeyJWT }
+            guard let secret = configuration.clientSecret else { return nil }
+            // RFC 8414 §2: a provider that lists no methods supports client_secret_basic.
+            let offered = Set(supported ?? [ClientAuthenticationMethod.basic.rawValue])
+            let candidates: [ClientAuthenticationMethod] = secret.utf8.count >= 32 ? [.basic, .post, .clientSecretJWT] : [.basic, .post]
+            return candidates.first { offered.contains($0.rawValue) } ?? .basic
+        }
+    }
+
+    /// How requests to the provider authenticate the client, per the method in use.
+    func authentication(_ metadata: Metadata) throws -> ClientAuthentication {
+        let id = configuration.clientID
+        guard let method = try Self.method(for: configuration, supported: metadata.tokenEndpointAuthMethodsSupported) else {
+            return .none(id: id)
+        }
+        func assertion(_ signer: ClientAssertionSigner) -> ClientAuthentication {
+            let audience: String
+            switch configuration.clientAssertionAudience {
+            case .tokenEndpoint: audience = metadata.tokenEndpoint
+            case .issuer: audience = configuration.issuer
+            case .custom(let value): audience = value
+            }
+            return .assertion(id: id, ClientAssertionMaker(signer: signer, audience: audience, lifetime: configuration.clientAssertionLifetime, now: now))
+        }
+        switch (method, configuration.clientSecret, configuration.clientAssertionKey) {
+        case (.privateKeyJWT, _, let key?):
+            return assertion(.privateKey(key))
+        case (.clientSecretJWT, let secret?, _):
+            do {
+                return assertion(try ClientAssertionSigner.clientSecret(secret))
+            } catch {
+                throw ConfigurationError(.invalidValue, "OAuth2API.Configuration.clientSecret cannot sign: \(error.message)", underlying: error)
+            }
+        case (.post, let secret?, _):
+            return .post(id: id, secret: secret)
+        case (_, let secret?, _):
+            return .basic(id: id, secret: secret)
+        default:
+            return .none(id: id)
+        }
+    }
+}

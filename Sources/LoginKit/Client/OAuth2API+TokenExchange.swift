@@ -1,0 +1,196 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import LoginKitHTTP
+import LoginKitJOSE
+
+/// A token exchange request (RFC 8693 §2.1): a token the caller holds (the subject's, and for
+/// delegation the actor's) for one that another resource, audience or scope accepts.
+///
+/// `description` names the token types and target, never the tokens.
+public struct TokenExchangeRequest: Sendable, CustomStringConvertible {
+    /// The token that represents the party on whose behalf the request is made.
+    public var subjectToken: String
+    /// Its type URI. Default `urn:ietf:params:oauth:token-type:access_token`.
+    public var subjectTokenType: String
+    /// The acting party's token, for delegation.
+    public var actorToken: String?
+    /// Its type URI; required with an actor token. Default `…:access_token` then.
+    public var actorTokenType: String?
+    /// The type of token wanted (`requested_token_type`), when the caller cares.
+    public var requestedTokenType: String?
+    /// The resources, audience and scope the new token is for.
+    public var target: TokenTarget
+
+    /// An exchange of `subjectToken` for a token for `target`.
+    public init(
+        subjectToken: String, subjectTokenType: String = TokenExchangeRequest.accessTokenType, actorToken: String? = nil,
+        actorTokenType: String? = nil, requestedTokenType: String? = nil, target: TokenTarget = TokenTarget()
+    ) {
+        self.subjectToken = subjectToken
+        self.subjectTokenType = subjectTokenType
+        self.actorToken = actorToken
+        self.actorTokenType = actorToken != nil ? (actorTokenType ?? Self.accessTokenType) : actorTokenType
+        self.requestedTokenType = requestedTokenType
+        self.target = target
+    }
+
+    /// `urn:ietf:params:oauth:token-type:access_token`.
+    public static let accessTokenType = "urn:ietf:params:oauth:token-type:access_token"
+    /// `urn:ietf:params:oauth:token-type:refresh_token`.
+    public static let refreshTokenType = "urn:ietf:params:oauth:token-type:refresh_token"
+    /// `urn:ietf:params:oauth:token-type:id_token`.
+    public static let idTokenType = "urn:ietf:params:oauth:token-type:id_token"
+    /// `urn:ietf:params:oauth:token-type:jwt`.
+    public static let jwtType = "urn:ietf:params:oauth:token-type:jwt"
+
+    public var description: String {
+        "TokenExchangeRequest(subject: \(printableExcerpt(subjectTokenType, limit: 100))\(actorToken != nil ? ", actor: \(printableExcerpt(actorTokenType ?? "", limit: 100))" : ""), \(target))"
+    }
+
+    /// The cache key: the tokens by their SHA-256, never themselves.
+    func cacheKey() throws -> String {
+        func digest(_ token: String?) throws -> String {
+            guard let token else { return "-" }
+            return Base64URL.encode(try MessageDigest.sha256(Array(token.utf8)))
+        }
+        return [try digest(subjectToken), subjectTokenType, try digest(actorToken), actorTokenType ?? "-", requestedTokenType ?? "-", target.cacheKey]
+            .joined(separator: "\n")
+    }
+}
+
+/// What a token exchange issued (RFC 8693 §2.2.1).
+public struct ExchangedToken: Sendable, CustomStringConvertible {
+    /// The token (in `accessToken`, as RFC 8693 names it even when it is another type), its
+    /// expiry, scope and refresh token when the provider issued one.
+    public let credentials: Credentials
+    /// `issued_token_type`.
+    public let issuedTokenType: String
+
+    /// The issued token.
+    public var token: String { credentials.accessToken ?? "" }
+
+    public var description: String { "ExchangedToken(\(printableExcerpt(issuedTokenType, limit: 100)), \(credentials))" }
+}
+
+extension OAuth2API {
+    /// Exchanges a token (RFC 8693): the client authenticates as for every grant.
+    ///
+    /// - Throws: `LoginError` `.invalidTarget` (`invalid_target`), `.subjectTokenRejected`
+    ///   (`invalid_grant`), `.invalidScope`, `.invalidClient`, `.unauthorizedClient`;
+    ///   `ConfigurationError` `.invalidValue` for a malformed target; `ServerError` for a response
+    ///   without `access_token` or `issued_token_type`; `NetworkError`.
+    public func exchangeToken(_ request: TokenExchangeRequest) async throws -> ExchangedToken {
+        try request.target.validate()
+        guard !request.subjectToken.isEmpty else { throw ConfigurationError(.invalidValue, "the subject token is empty") }
+        var fields: [(String, String)] = [
+            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+            ("subject_token", request.subjectToken), ("subject_token_type", request.subjectTokenType),
+        ]
+        if let actorToken = request.actorToken {
+            fields += [("actor_token", actorToken), ("actor_token_type", request.actorTokenType ?? TokenExchangeRequest.accessTokenType)]
+        }
+        if let requested = request.requestedTokenType { fields.append(("requested_token_type", requested)) }
+        if let scope = request.target.scope { fields.append(("scope", scope)) }
+        fields += request.target.formFields
+        let metadata = try await metadata()
+        let (response, json, _) = try await endpoint.postForm(
+            metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
+            fields: fields, authentication: authentication(metadata))
+        if let error = TokenEndpoint.error(for: response, json: json, grant: .tokenExchange, host: host) { throw error }
+        try TokenEndpoint.requireJSON(response, host: host)
+        // The issued token need not be an access token or a JWT: nothing here verifies it (an ID
+        // token issued this way is the caller's to verify); only the response's shape is checked.
+        var (credentials, _) = try TokenEndpoint.parseCredentials(from: json, host: host, issuer: configuration.issuer, now: now(), previous: nil)
+        guard credentials.accessToken != nil, let issuedType = json?["issued_token_type"]?.stringValue, !issuedType.isEmpty else {
+            throw ServerError(.malformedResponse, "\(host) sent a token exchange response without access_token or issued_token_type (RFC 8693 §2.2.1)")
+        }
+        credentials.issuedAt = now()
+        return ExchangedToken(credentials: credentials, issuedTokenType: issuedType)
+    }
+}
+
+/// Token exchange with a cache: one exchange per (subject, actor, requested type, target) while its
+/// result stays valid beyond `margin`, shared by concurrent callers (one request for many).
+///
+/// The cache lives in memory, keyed by the tokens' SHA-256 (never the tokens), and holds at most
+/// `capacity` results (expired ones go first, then the oldest). Results without an expiry are not
+/// cached.
+public final class TokenExchanger: Sendable {
+    /// The API that exchanges.
+    public let api: OAuth2API
+    /// How long before expiry a cached result stops being served. Default 60 s (at most half its lifetime).
+    public let margin: Duration
+    /// The most results kept.
+    public let capacity: Int
+    private let clock: any AuthClock
+    private let cache = LockedState<[String: (token: ExchangedToken, stored: UInt64)]>([:])
+    private let counter = LockedState<UInt64>(0)
+    private let flights = SingleFlight<String, ExchangedToken>()
+
+    /// An exchanger over `api`.
+    public init(api: OAuth2API, clock: any AuthClock = SystemClock(), margin: Duration = .seconds(60), capacity: Int = 1024) {
+        self.api = api
+        self.clock = clock
+        self.margin = margin
+        self.capacity = max(1, capacity)
+    }
+
+    /// The exchanged token for `request`: cached, or exchanged once for all concurrent callers.
+    ///
+    /// - Throws: what ``OAuth2API/exchangeToken(_:)`` throws.
+    public func exchange(_ request: TokenExchangeRequest) async throws -> ExchangedToken {
+        let key = try request.cacheKey()
+        if let cached = cached(key) { return cached }
+        return try await flights.run(key) { [self] in
+            if let cached = cached(key) { return cached }
+            let token = try await api.exchangeToken(request)
+            if token.credentials.expiresAt != nil { remember(token, key: key) }
+            return token
+        }
+    }
+
+    /// Forgets every cached result (after the subject logs out, for instance).
+    public func removeAll() {
+        cache.withLock { $0.removeAll() }
+    }
+
+    private func cached(_ key: String) -> ExchangedToken? {
+        let now = clock.now
+        return cache.withLock { entries in
+            guard let entry = entries[key] else { return nil }
+            guard Self.isFresh(entry.token.credentials, now: now, margin: margin) else {
+                entries[key] = nil
+                return nil
+            }
+            return entry.token
+        }
+    }
+
+    private func remember(_ token: ExchangedToken, key: String) {
+        let now = clock.now
+        let order = counter.withLock { value -> UInt64 in
+            value += 1
+            return value
+        }
+        cache.withLock { entries in
+            if entries.count >= capacity {
+                entries = entries.filter { Self.isFresh($0.value.token.credentials, now: now, margin: margin) }
+            }
+            while entries.count >= capacity, let oldest = entries.min(by: { $0.value.stored < $1.value.stored })?.key {
+                entries[oldest] = nil
+            }
+            entries[key] = (token, order)
+        }
+    }
+
+    /// Valid beyond the margin, which is at most half the token's lifetime.
+    static func isFresh(_ credentials: Credentials, now: Date, margin: Duration) -> Bool {
+        guard let expiry = credentials.expiresAt else { return false }
+        var seconds = margin.timeInterval
+        if let issued = credentials.issuedAt { seconds = min(seconds, expiry.timeIntervalSince(issued) / 2) }
+        return expiry.timeIntervalSince(now) > seconds
+    }
+}
