@@ -42,7 +42,9 @@ struct LoginCommand: AsyncParsableCommand {
     @Flag(help: "Log in in the browser (the default with --issuer and none of --username, --device, --client-credentials).")
     var browser = false
     @Flag(help: "Use the device authorization flow (prints a code to enter elsewhere).") var device = false
-    @Flag(name: .customLong("client-credentials"), help: "Log the client itself in (secret from $LOGINKIT_CLIENT_SECRET or --client-secret-stdin).")
+    @Flag(
+        name: .customLong("client-credentials"),
+        help: "Log the client itself in (secret from $LOGINKIT_CLIENT_SECRET or --client-secret-stdin, or a key with --private-key).")
     var clientCredentials = false
     @Flag(name: .customLong("client-secret-stdin"), help: "Read the client secret from standard input.") var clientSecretStdin = false
     @Flag(
@@ -55,6 +57,7 @@ struct LoginCommand: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON on stdout.") var json = false
     @OptionGroup(title: "Browser login") var browserOptions: BrowserOptions
     @OptionGroup(title: "Endpoints (for providers without full discovery)") var endpointOptions: EndpointOptions
+    @OptionGroup(title: "Client authentication (confidential clients)") var clientAuthOptions: ClientAuthOptions
     @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
 
@@ -109,7 +112,7 @@ struct LoginCommand: AsyncParsableCommand {
         if !browserFlags.isEmpty && !(isOpenIDConnect && usesBrowser) {
             throw ValidationError("\(browserFlags.joined(separator: ", ")) apply to the browser login only")
         }
-        let endpointFlags = endpointOptions.given
+        let endpointFlags = endpointOptions.given + clientAuthOptions.given
         if !endpointFlags.isEmpty && !isOpenIDConnect {
             throw ValidationError("\(endpointFlags.joined(separator: ", ")) apply to an OpenID Connect provider (--issuer) only")
         }
@@ -144,7 +147,8 @@ struct LoginCommand: AsyncParsableCommand {
                 }
                 if let oauth2 {
                     // The profile remembers the issuer, not explicit endpoints: refresh and logout need them too.
-                    try await EndpointAttributes.record(oauth2.configuration, source: oauth2.source, in: store, profile: storeOptions.profileName)
+                    try await EndpointAttributes.record(
+                        oauth2.configuration, extra: clientAuthOptions.attributes, source: oauth2.source, in: store, profile: storeOptions.profileName)
                 }
                 try await report(user: user, store: store, issuer: api.source.endpoint)
             }
@@ -178,6 +182,7 @@ struct LoginCommand: AsyncParsableCommand {
         guard let clientID else { throw CLIFailure.usage("--issuer needs --client-id (or $LOGINKIT_CLIENT_ID)") }
         var configuration = OAuth2API.Configuration(issuer: issuer, clientID: clientID, clientSecret: clientSecret)
         endpointOptions.apply(to: &configuration)
+        try clientAuthOptions.apply(to: &configuration)
         // Without --scope: openid plus what discovery's scopes_supported offers of profile, email, offline_access.
         return try await InteractiveLogin.api(configuration, scope: scope, transport: transport)
     }

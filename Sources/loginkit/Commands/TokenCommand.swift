@@ -22,6 +22,11 @@ struct TokenCommand: AsyncParsableCommand {
             then prints the token: --issuer and --client-id name the provider, else the profile's is used; \
             concurrent invocations open the browser once. --exec-credential prints kubectl's ExecCredential \
             (client.authentication.k8s.io/v1) instead of the bare token.
+
+            For a profile logged in with --client-credentials, --resource (repeatable), --audience and \
+            --scope ask for the client's access token for that target (RFC 8707): each target is cached \
+            in a profile of its own (<profile>#<hash>), and concurrent invocations make one request per \
+            target.
             """
     )
 
@@ -46,17 +51,29 @@ struct TokenCommand: AsyncParsableCommand {
     @Option(help: "OpenID Connect issuer URL to log in with (default: $LOGINKIT_ISSUER with --login, else the profile's).") var issuer: String?
     @Option(name: .customLong("client-id"), help: "Client ID to log in with (default: $LOGINKIT_CLIENT_ID with --login, else the profile's).")
     var clientID: String?
-    @Option(help: "The scope to log in with (default: the profile's, else openid plus what discovery offers of profile, email, offline_access).")
+    @Option(
+        help:
+            "With --login: the scope to log in with (default: the profile's, else openid plus what discovery offers). Without: the scope of a client-credentials token for a target."
+    )
     var scope: String?
+    @Option(name: .customLong("resource"), help: "A client-credentials token for this resource (RFC 8707); repeatable.") var resources: [String] = []
+    @Option(help: "A client-credentials token for this audience.") var audience: String?
     @OptionGroup(title: "Browser login (with --login browser or auto)") var browserOptions: BrowserOptions
     @OptionGroup(title: "Endpoints (for providers without full discovery)") var endpointOptions: EndpointOptions
     @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
 
+    /// Whether a client-credentials token for a target is asked for (`--resource`, `--audience`,
+    /// or `--scope` without `--login`).
+    var asksForTarget: Bool { !resources.isEmpty || audience != nil || (scope != nil && login == .never) }
+
     func validate() throws {
         guard minValidity >= 0 else { throw ValidationError("--min-validity must be zero or more seconds") }
         let browserFlags = browserOptions.given
-        let loginFlags = browserFlags + (scope != nil ? ["--scope"] : [])
+        if login != .never, !resources.isEmpty || audience != nil {
+            throw ValidationError("--resource and --audience apply without --login (to a client-credentials profile)")
+        }
+        let loginFlags = browserFlags
         if login == .never, !loginFlags.isEmpty {
             throw ValidationError("\(loginFlags.joined(separator: ", ")) apply with --login only")
         }
@@ -70,6 +87,7 @@ struct TokenCommand: AsyncParsableCommand {
             let clientConfiguration = try networkOptions.clientConfiguration()
             let output = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
                 let store = try storeOptions.openStore()
+                if asksForTarget { return try await self.targetToken(store: store, transport: client) }
                 let stored = try await store.profile(named: storeOptions.profileName)
                 let provider = try self.provider(stored: stored, transport: client)
                 let service = AuthService(api: provider.api, store: store, profile: storeOptions.profileName)
@@ -92,6 +110,24 @@ struct TokenCommand: AsyncParsableCommand {
 }
 
 extension TokenCommand {
+    /// The client's access token for `--resource`/`--audience`/`--scope`, from the profile's
+    /// client-credentials login (its client, issuer and client authentication).
+    func targetToken(store: IDTokenStore, transport: CurlHTTPClient) async throws -> Issued {
+        let name = storeOptions.profileName
+        guard let stored = try await store.profile(named: name) else {
+            throw CLIFailure(exitCode: 3, "not logged in (profile \"\(name)\"); run `loginkit login --client-credentials`")
+        }
+        guard stored.source.kind == .oauth2, stored.attributes["grant"] == "client_credentials" else {
+            throw CLIFailure.usage("--resource, --audience and --scope (without --login) need a profile logged in with `loginkit login --client-credentials`")
+        }
+        let configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, clientSecret: APIFactory.environmentSecret)
+        let tokens = ClientCredentialsTokens(api: OAuth2API(configuration: configuration, transport: transport), store: store, baseProfile: name)
+        let credentials = try await tokens.credentials(
+            for: TokenTarget(resources: resources, audience: audience, scope: scope), minimumValidity: .seconds(minValidity))
+        guard let token = credentials.accessToken else { throw CLIFailure(exitCode: 1, "the provider issued no access token") }
+        return Issued(token: token, expiresAt: credentials.expiresAt)
+    }
+
     /// A token and, when known, when it expires.
     struct Issued: Sendable {
         let token: String

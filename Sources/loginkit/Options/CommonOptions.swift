@@ -92,6 +92,7 @@ enum APIFactory {
         var configuration = OAuth2API.Configuration(issuer: source.endpoint, clientID: clientID, clientSecret: clientSecret)
         if let scope = source.scope { configuration.scope = scope }
         EndpointAttributes.apply(attributes, to: &configuration)
+        try ClientAuthOptions.apply(attributes, to: &configuration)
         return configuration
     }
 

@@ -93,8 +93,10 @@ enum EndpointAttributes {
     /// profile now holds another provider's or client's login.
     ///
     /// - Throws: `TokenStoreError`.
-    static func record(_ configuration: OAuth2API.Configuration, source: CredentialSource, in store: any TokenStore, profile name: String) async throws {
-        let recorded = Self.attributes(of: configuration)
+    static func record(
+        _ configuration: OAuth2API.Configuration, extra: [String: String] = [:], source: CredentialSource, in store: any TokenStore, profile name: String
+    ) async throws {
+        let recorded = Self.attributes(of: configuration).merging(extra) { _, new in new }
         guard !recorded.isEmpty else { return }
         try await store.withExclusiveAccess(to: name) { transaction in
             guard var profile = transaction[name], profile.source.kind == source.kind,

@@ -1,0 +1,132 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+import LoginKit
+
+/// `--client-auth`, `--private-key`, `--key-id`, `--signing-alg`: how a confidential client
+/// authenticates (RFC 7523 `private_key_jwt` and `client_secret_jwt`, or a secret in Basic or the
+/// body). The secret itself comes from `$LOGINKIT_CLIENT_SECRET` or stdin, never a flag.
+struct ClientAuthOptions: ParsableArguments {
+    /// `--client-auth`'s values.
+    enum Method: String, CaseIterable, ExpressibleByArgument {
+        case secretBasic = "secret-basic"
+        case secretPost = "secret-post"
+        case privateKeyJWT = "private-key-jwt"
+        case clientSecretJWT = "client-secret-jwt"
+
+        var library: OAuth2API.ClientAuthenticationMethod {
+            switch self {
+            case .secretBasic: .basic
+            case .secretPost: .post
+            case .privateKeyJWT: .privateKeyJWT
+            case .clientSecretJWT: .clientSecretJWT
+            }
+        }
+    }
+
+    @Option(name: .customLong("client-auth"), help: "How the client authenticates (default: private-key-jwt with --private-key, else chosen from discovery).")
+    var clientAuth: Method?
+    @Option(name: .customLong("private-key"), help: "PEM or JWK file of the client's private key for private_key_jwt; must be mode 0600.")
+    var privateKey: String?
+    @Option(name: .customLong("key-id"), help: "The kid the provider registered the key under.") var keyID: String?
+    @Option(name: .customLong("signing-alg"), help: "RS256, PS256, ES256, … (default: RS256 for RSA keys, ES256/ES384 by curve, EdDSA).")
+    var signingAlgorithm: String?
+
+    func validate() throws {
+        if clientAuth == .privateKeyJWT && privateKey == nil { throw ValidationError("--client-auth private-key-jwt needs --private-key") }
+        if let clientAuth, clientAuth != .privateKeyJWT, privateKey != nil {
+            throw ValidationError("--private-key goes with --client-auth private-key-jwt, not \(clientAuth.rawValue)")
+        }
+        if privateKey == nil, keyID != nil || signingAlgorithm != nil { throw ValidationError("--key-id and --signing-alg need --private-key") }
+        if let signingAlgorithm, JWSAlgorithm(rawValue: signingAlgorithm) == nil {
+            throw ValidationError("--signing-alg must be one of \(JWSAlgorithm.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
+
+    /// The flags given, for "applies to … only" messages.
+    var given: [String] {
+        [("--client-auth", clientAuth != nil), ("--private-key", privateKey != nil), ("--key-id", keyID != nil), ("--signing-alg", signingAlgorithm != nil)]
+            .filter(\.1).map(\.0)
+    }
+
+    /// The attributes a profile keeps so that a later `token` authenticates the same way: the
+    /// method and the key file's absolute path (never the key).
+    var attributes: [String: String] {
+        var attributes: [String: String] = [:]
+        attributes["client_auth"] = clientAuth?.library.rawValue ?? (privateKey != nil ? OAuth2API.ClientAuthenticationMethod.privateKeyJWT.rawValue : nil)
+        attributes["private_key"] = privateKey.map(Self.absolute)
+        attributes["key_id"] = keyID
+        attributes["signing_alg"] = signingAlgorithm
+        return attributes
+    }
+
+    /// Sets the method and loads the key given.
+    ///
+    /// - Throws: `CLIFailure` (exit 1) for a key file others can read, (exit 2) for one that is not a key.
+    func apply(to configuration: inout OAuth2API.Configuration) throws {
+        try Self.apply(attributes, to: &configuration)
+    }
+
+    /// Sets what a profile's `attributes` record: the method, and the key read from its file again.
+    static func apply(_ attributes: [String: String], to configuration: inout OAuth2API.Configuration) throws {
+        if let method = attributes["client_auth"].flatMap(OAuth2API.ClientAuthenticationMethod.init(rawValue:)) {
+            configuration.clientAuthenticationMethod = method
+        }
+        if let path = attributes["private_key"] {
+            configuration.clientAssertionKey = try loadKey(
+                path: path, algorithm: attributes["signing_alg"].flatMap(JWSAlgorithm.init(rawValue:)), keyID: attributes["key_id"])
+        }
+    }
+
+    static func absolute(_ path: String) -> String {
+        guard !path.hasPrefix("/"), let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        return String(cString: cwd) + "/" + path
+    }
+
+    /// Reads a private key file: a regular file of the user's own, mode 0600 or stricter (refused
+    /// otherwise, as a readable store is), PEM or a JWK.
+    static func loadKey(path: String, algorithm: JWSAlgorithm?, keyID: String?) throws -> SigningKey {
+        let bytes = try readPrivateFile(path, what: "the private key")
+        do {
+            if bytes.first(where: { ![0x20, 0x0A, 0x0D, 0x09].contains($0) }) == UInt8(ascii: "{") {
+                return try SigningKey(jwkText: bytes, algorithm: algorithm, keyID: keyID)
+            }
+            return try SigningKey(pem: String(decoding: bytes, as: UTF8.self), algorithm: algorithm, keyID: keyID)
+        } catch {
+            throw CLIFailure(exitCode: 2, "the private key \(Terminal.printable(path, limit: 300)): \(error.message)")
+        }
+    }
+
+    /// The contents of `path` (at most 64 KiB), a regular file of the user's own that no one else
+    /// may read: refused otherwise (exit 1), as a readable store is. Links are not followed.
+    static func readPrivateFile(_ path: String, what: String) throws -> [UInt8] {
+        let shown = "\(what) \(Terminal.printable(path, limit: 300))"
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { throw CLIFailure(exitCode: 2, "cannot open \(shown): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { throw CLIFailure(exitCode: 2, "\(shown) is not a regular file") }
+        guard status.st_uid == geteuid(), status.st_mode & 0o077 == 0 else {
+            let problem = status.st_uid == geteuid() ? "readable by others (mode \(String(status.st_mode & 0o777, radix: 8)))" : "not your own"
+            throw CLIFailure(exitCode: 1, "\(shown) is \(problem); make it yours with mode 600 (chmod 600) first")
+        }
+        guard status.st_size <= 64 * 1024 else { throw CLIFailure(exitCode: 2, "\(shown) is larger than 64 KiB") }
+        var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
+        var filled = 0
+        while filled < bytes.count {
+            let count = bytes[filled...].withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            filled += count
+        }
+        bytes.removeSubrange(filled...)
+        return bytes
+    }
+}
