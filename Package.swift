@@ -29,6 +29,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -77,6 +79,8 @@ let package = Package(
                 "LoginKitHTTP", "LoginKitCurl", "LoginKitJOSE",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strict
         ),
@@ -192,6 +196,8 @@ let package = Package(
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitViewModel",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strict
         ),

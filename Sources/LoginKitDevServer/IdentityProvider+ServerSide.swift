@@ -28,9 +28,13 @@ extension IdentityProvider {
 
     /// Registers `keys` for client `id`; `false` for an unknown client.
     func registerKeys(_ keys: [JWK], for id: String) -> Bool {
-        guard configuration.clients.contains(where: { $0.id == id }) else { return false }
-        state.withLock { $0.registeredKeys[id, default: []] += keys }
-        return true
+        // A public client stays public: keys only for a confidential one, at most 16 each.
+        guard let client = configuration.clients.first(where: { $0.id == id }), isConfidential(client) else { return false }
+        return state.withLock { state in
+            guard (state.registeredKeys[id]?.count ?? 0) + keys.count <= 16 else { return false }
+            state.registeredKeys[id, default: []] += keys
+            return true
+        }
     }
 
     /// Authenticates a client by its assertion (RFC 7523 §3): `iss` = `sub` = a known client (and
@@ -46,8 +50,9 @@ extension IdentityProvider {
         }
         guard let client = configuration.clients.first(where: { $0.id == issuer }) else { throw refuse("unknown client") }
         let providerIssuer = self.issuer
-        guard claims.audience.contains(where: { [providerIssuer + "/oauth/token", providerIssuer, providerIssuer + "/"].contains($0) }) else {
-            throw refuse("aud names neither this token endpoint nor the issuer")
+        // One audience only (draft-ietf-oauth-rfc7523bis): this token endpoint or the issuer.
+        guard claims.audience.count == 1, [providerIssuer + "/oauth/token", providerIssuer, providerIssuer + "/"].contains(claims.audience[0]) else {
+            throw refuse("aud must be this token endpoint or the issuer, and nothing else")
         }
         let now = configuration.now().timeIntervalSince1970
         guard let expiry = claims.expiresAt, expiry > now else { throw refuse("expired or without exp") }
@@ -87,10 +92,13 @@ extension IdentityProvider {
     /// absolute URI without fragment for a resource, and listed in `resourceServers` when set.
     func targets(resources: [String], audience: String?) throws(OAuthError) -> [String] {
         for resource in resources {
-            guard let scheme = resource.split(separator: ":", maxSplits: 1).first, scheme.count < resource.count,
-                scheme.first?.isLetter == true, !resource.contains("#")
+            let scheme = resource.prefix { $0 != ":" }
+            guard scheme.count < resource.count, scheme.first?.isLetter == true,
+                scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }), !resource.contains("#"),
+                !resource.contains(where: \.isWhitespace)
             else { throw OAuthError(status: 400, code: "invalid_target", description: "a resource must be an absolute URI without a fragment") }
         }
+        if audience?.isEmpty == true { throw OAuthError(status: 400, code: "invalid_target", description: "the audience is empty") }
         let all = resources + (audience.map { [$0] } ?? [])
         if let known = configuration.resourceServers, let unknown = all.first(where: { !known.contains($0) }) {
             throw OAuthError(status: 400, code: "invalid_target", description: "unknown resource or audience \(printableExcerpt(unknown, limit: 100))")

@@ -195,6 +195,12 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     // MARK: Grants
 
     func tokenRequest(_ fields: [(String, String)], grant: TokenEndpoint.Grant, previous: Credentials? = nil) async throws -> Credentials {
+        try await Telemetry.tokenRequest(grantType: fields.first { $0.0 == "grant_type" }?.1, issuer: configuration.issuer) {
+            try await sendTokenRequest(fields, grant: grant, previous: previous)
+        }
+    }
+
+    private func sendTokenRequest(_ fields: [(String, String)], grant: TokenEndpoint.Grant, previous: Credentials?) async throws -> Credentials {
         let (metadata, verifier) = try await loaded()
         let (response, json, _) = try await endpoint.postForm(
             metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),

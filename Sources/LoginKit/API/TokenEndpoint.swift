@@ -235,7 +235,8 @@ enum ClientAuthentication: Sendable {
 }
 
 /// Makes the JWT a client authenticates with (RFC 7523 §3, OpenID Connect Core §9): `iss` and
-/// `sub` the client ID, `aud` as configured, a random `jti`, `iat` now, `exp` `lifetime` later.
+/// `sub` the client ID, `aud` as configured, a random `jti`, `iat` now, `exp` `lifetime` later
+/// (1 s to 1 hour).
 struct ClientAssertionMaker: Sendable {
     let signer: ClientAssertionSigner
     let audience: String
@@ -247,7 +248,7 @@ struct ClientAssertionMaker: Sendable {
         let claims: [String: JSONValue] = [
             "iss": .string(clientID), "sub": .string(clientID), "aud": .string(audience),
             "jti": .string(Base64URL.encode(try SecureRandom.bytes(18))),
-            "iat": .number("\(issuedAt)"), "exp": .number("\(issuedAt + max(1, lifetime.components.seconds))"),
+            "iat": .number("\(issuedAt)"), "exp": .number("\(issuedAt + min(max(1, lifetime.components.seconds), 3600))"),
         ]
         return try signer.sign(claims: claims)
     }

@@ -12,7 +12,7 @@ import LoginKitJOSE
 /// the store (the request is made under the store's lock for that profile, and whoever takes the
 /// lock next finds the token saved).
 ///
-/// A target's profile is named ``profileName(base:target:)``: `<base>#<12 hex digits>`, its
+/// A target's profile is named ``profileName(base:target:)``: `<base>#<32 hex digits>`, its
 /// attributes naming the target (`resource`, `audience`, `scope`), so `loginkit status` shows it.
 /// Tokens are served from memory while they are valid beyond the refresh margin; a token about to
 /// expire is replaced under the lock, where one another process just saved is taken instead.
@@ -28,7 +28,7 @@ public final class ClientCredentialsTokens: Sendable {
     /// How long before expiry a token is replaced. Default 60 s (at most half its lifetime).
     public let refreshMargin: Duration
     private let clock: any AuthClock
-    private let memory = LockedState<[String: Credentials]>([:])
+    private let memory = LockedState<[String: (credentials: Credentials, stored: Date)]>([:])
     private let flights = SingleFlight<String, Credentials>()
 
     /// Tokens from `api`, kept in `store` under profiles named after `baseProfile`.
@@ -43,13 +43,21 @@ public final class ClientCredentialsTokens: Sendable {
         self.refreshMargin = refreshMargin
     }
 
-    /// The profile a target's token is kept under: the base name, `#`, and the first 12 hex digits
-    /// of the SHA-256 of the target's ``TokenTarget/cacheKey``. The empty target uses the base name.
+    /// The profile a target's token is kept under: the base name, `#`, and 32 hex digits of the
+    /// SHA-256 of the target's ``TokenTarget/cacheKey`` (the empty target too: the base profile
+    /// itself may hold a user's login).
     public static func profileName(base: String, target: TokenTarget) -> String {
-        guard target.namesResourceOrAudience || target.scope != nil else { return base }
         let digest = (try? MessageDigest.sha256(Array(target.cacheKey.utf8))) ?? Array(target.cacheKey.utf8)
-        return base + "#" + digest.prefix(6).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        let hex = Array("0123456789abcdef")
+        return base + "#" + String(digest.prefix(16).flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 0x0F)]] })
     }
+
+    /// How long a token whose response named no expiry (`expires_in` is only RECOMMENDED, RFC 6749
+    /// §5.1) is served before a new one is asked for: 5 minutes.
+    public static let lifetimeWithoutExpiry: Duration = .seconds(300)
+
+    /// The most targets held in memory; beyond it, expired ones go first, then any.
+    public static let memoryCapacity = 1024
 
     /// A valid access token for `target`, valid for at least `minimumValidity` beyond the margin
     /// when the provider grants that long.
@@ -66,20 +74,33 @@ public final class ClientCredentialsTokens: Sendable {
 
     /// Valid credentials for `target`: from memory, else from the store, else requested once.
     ///
+    /// A `minimumValidity` beyond half the token's lifetime is capped at half of it: a freshly
+    /// issued token then meets it, and the provider is not asked again per call.
+    ///
     /// - Throws: `LoginError` (`.invalidClient`, `.invalidTarget`, `.invalidScope`, …),
-    ///   `ServerError`, `NetworkError`, `ConfigurationError`, `TokenStoreError`; a cancelled
-    ///   caller ends only its own wait.
+    ///   `ServerError`, `NetworkError`, `ConfigurationError`, `TokenStoreError`;
+    ///   `LoginRequiredError` `.sourceMismatch` when the target's profile holds what another client,
+    ///   provider or target stored (nothing is sent or overwritten); a cancelled caller ends only
+    ///   its own wait.
     public func credentials(for target: TokenTarget = TokenTarget(), minimumValidity: Duration = .zero) async throws -> Credentials {
         let name = Self.profileName(base: baseProfile, target: target)
-        if let known = memory.withLock({ $0[name] }), isFresh(known, minimumValidity: minimumValidity) { return known }
+        if let known = memory.withLock({ $0[name]?.credentials }), isFresh(known, minimumValidity: minimumValidity) {
+            Telemetry.count("loginkit_client_tokens_total", [("source", "memory")])
+            return known
+        }
         // One flight per (profile, asked validity): a caller asking for more does not take a token
         // fetched for less.
-        let key = name + "\n" + String(minimumValidity.components.seconds)
+        let key = "\(name)\n\(minimumValidity.components.seconds).\(minimumValidity.components.attoseconds)"
         let credentials = try await flights.run(key) { [self] in
             try await store.withExclusiveAccess(to: name) { transaction in
-                if let stored = transaction[name], isFresh(stored.credentials, minimumValidity: minimumValidity) {
-                    return stored.credentials  // another task or process got it meanwhile
+                if let stored = transaction[name] {
+                    try checkOwnership(of: stored, name: name, target: target)
+                    if isFresh(stored.credentials, minimumValidity: minimumValidity) {
+                        Telemetry.count("loginkit_client_tokens_total", [("source", "store")])
+                        return stored.credentials  // another task or process got it meanwhile
+                    }
                 }
+                Telemetry.count("loginkit_client_tokens_total", [("source", "requested")])
                 var credentials = try await api.clientCredentials(for: target)
                 credentials.issuedAt = clock.now
                 var attributes = target.attributes
@@ -89,8 +110,22 @@ public final class ClientCredentialsTokens: Sendable {
                 return credentials
             }
         }
-        memory.withLock { $0[name] = credentials }
+        remember(credentials, name: name)
         return credentials
+    }
+
+    /// Drops `token` for `target` — in memory, and in the store when it still holds it — after a
+    /// resource server refused it (HTTP 401): the next call asks for a new one.
+    ///
+    /// - Throws: `TokenStoreError`.
+    public func invalidate(_ token: String, for target: TokenTarget = TokenTarget()) async throws {
+        let name = Self.profileName(base: baseProfile, target: target)
+        memory.withLock { entries in
+            if entries[name]?.credentials.accessToken == token { entries[name] = nil }
+        }
+        try await store.withExclusiveAccess(to: name) { transaction in
+            if transaction[name]?.credentials.accessToken == token { transaction[name] = nil }
+        }
     }
 
     /// Forgets the tokens held in memory (the store keeps its own).
@@ -98,12 +133,43 @@ public final class ClientCredentialsTokens: Sendable {
         memory.withLock { $0.removeAll() }
     }
 
-    /// Valid beyond the margin (at most half the token's lifetime) plus `minimumValidity`. A token
-    /// without an expiry is fresh.
+    /// A profile of this name holds this client's client-credentials token for this target, or
+    /// it is not this object's to use or overwrite.
+    private func checkOwnership(of stored: StoredProfile, name: String, target: TokenTarget) throws {
+        func normalized(_ endpoint: String) -> String { endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint }
+        let here = api.source
+        guard stored.source.kind == here.kind, normalized(stored.source.endpoint) == normalized(here.endpoint), stored.source.clientID == here.clientID,
+            stored.attributes["grant"] == "client_credentials", TokenTarget(attributes: stored.attributes).cacheKey == target.cacheKey
+        else {
+            throw LoginRequiredError(
+                .sourceMismatch, profile: name,
+                "profile \"\(printableExcerpt(name, limit: 200))\" holds another client's, provider's or target's credentials; nothing was sent or overwritten")
+        }
+    }
+
+    private func remember(_ credentials: Credentials, name: String) {
+        let order = clock.now
+        memory.withLock { entries in
+            if entries[name] == nil, entries.count >= Self.memoryCapacity {
+                entries = entries.filter { isFresh($0.value.credentials, minimumValidity: .zero) }
+                while entries.count >= Self.memoryCapacity, let oldest = entries.min(by: { $0.value.stored < $1.value.stored })?.key {
+                    entries[oldest] = nil
+                }
+            }
+            entries[name] = (credentials, order)
+        }
+    }
+
+    /// Valid beyond the margin plus `minimumValidity`, both capped at half the token's lifetime.
+    /// A token without an expiry is valid for ``lifetimeWithoutExpiry`` from when it was issued.
     private func isFresh(_ credentials: Credentials, minimumValidity: Duration) -> Bool {
-        guard let expiry = credentials.expiresAt else { return true }
-        var margin = refreshMargin.timeInterval
-        if let issued = credentials.issuedAt { margin = min(margin, expiry.timeIntervalSince(issued) / 2) }
-        return expiry.timeIntervalSince(clock.now) > margin + minimumValidity.timeInterval
+        let now = clock.now
+        guard let expiry = credentials.expiresAt else {
+            guard let issued = credentials.issuedAt else { return false }
+            return now.timeIntervalSince(issued) < Self.lifetimeWithoutExpiry.timeInterval
+        }
+        var required = refreshMargin.timeInterval + minimumValidity.timeInterval
+        if let issued = credentials.issuedAt { required = min(required, expiry.timeIntervalSince(issued) / 2) }
+        return expiry.timeIntervalSince(now) > required
     }
 }

@@ -1,3 +1,4 @@
+import LoginKitHTTP
 import LoginKitJOSE
 
 extension OAuth2API {
@@ -42,10 +43,19 @@ extension OAuth2API {
         guard let method = try Self.method(for: configuration, supported: metadata.tokenEndpointAuthMethodsSupported) else {
             return .none(id: id)
         }
-        func assertion(_ signer: ClientAssertionSigner) -> ClientAuthentication {
+        func assertion(_ signer: ClientAssertionSigner) throws -> ClientAuthentication {
             let audience: String
             switch configuration.clientAssertionAudience {
-            case .tokenEndpoint: audience = metadata.tokenEndpoint
+            case .tokenEndpoint:
+                // Audience injection (rfc7523bis): a provider whose discovery names another's token
+                // endpoint would get assertions valid there. The token endpoint must be the issuer's
+                // own origin unless the configuration names it.
+                if configuration.endpoints.token == nil, Self.origin(metadata.tokenEndpoint) != Self.origin(configuration.issuer) {
+                    throw ServerError(
+                        .misconfigured,
+                        "\(host)'s discovery names a token endpoint on another origin than the issuer; a client assertion for it would be valid there. Set OAuth2API.Configuration.endpoints.token, or clientAssertionAudience to .issuer or .custom")
+                }
+                audience = metadata.tokenEndpoint
             case .issuer: audience = configuration.issuer
             case .custom(let value): audience = value
             }
@@ -53,13 +63,15 @@ extension OAuth2API {
         }
         switch (method, configuration.clientSecret, configuration.clientAssertionKey) {
         case (.privateKeyJWT, _, let key?):
-            return assertion(.privateKey(key))
+            return try assertion(.privateKey(key))
         case (.clientSecretJWT, let secret?, _):
+            let signer: ClientAssertionSigner
             do {
-                return assertion(try ClientAssertionSigner.clientSecret(secret))
+                signer = try ClientAssertionSigner.clientSecret(secret)
             } catch {
                 throw ConfigurationError(.invalidValue, "OAuth2API.Configuration.clientSecret cannot sign: \(error.message)", underlying: error)
             }
+            return try assertion(signer)
         case (.post, let secret?, _):
             return .post(id: id, secret: secret)
         case (_, let secret?, _):
@@ -67,5 +79,11 @@ extension OAuth2API {
         default:
             return .none(id: id)
         }
+    }
+
+    /// `scheme://host:port`, the port made explicit; `nil` for what is not an absolute URL.
+    static func origin(_ url: String) -> String? {
+        guard let parts = URLParts(url) else { return nil }
+        return "\(parts.scheme)://\(parts.host.lowercased()):\(parts.port ?? (parts.scheme == "https" ? 443 : 80))"
     }
 }

@@ -95,6 +95,12 @@ extension OAuth2API {
         if let requested = request.requestedTokenType { fields.append(("requested_token_type", requested)) }
         if let scope = request.target.scope { fields.append(("scope", scope)) }
         fields += request.target.formFields
+        return try await Telemetry.tokenRequest(grantType: fields[0].1, issuer: configuration.issuer) {
+            try await sendExchange(fields)
+        }
+    }
+
+    private func sendExchange(_ fields: [(String, String)]) async throws -> ExchangedToken {
         let metadata = try await metadata()
         let (response, json, _) = try await endpoint.postForm(
             metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
@@ -126,8 +132,13 @@ public final class TokenExchanger: Sendable {
     /// The most results kept.
     public let capacity: Int
     private let clock: any AuthClock
-    private let cache = LockedState<[String: (token: ExchangedToken, stored: UInt64)]>([:])
-    private let counter = LockedState<UInt64>(0)
+    private struct Cache {
+        var entries: [String: (token: ExchangedToken, stored: UInt64)] = [:]
+        var counter: UInt64 = 0
+        /// Bumped by `removeAll()`: an exchange that began before is not cached when it ends.
+        var generation: UInt64 = 0
+    }
+    private let cache = LockedState(Cache())
     private let flights = SingleFlight<String, ExchangedToken>()
 
     /// An exchanger over `api`.
@@ -146,43 +157,46 @@ public final class TokenExchanger: Sendable {
         if let cached = cached(key) { return cached }
         return try await flights.run(key) { [self] in
             if let cached = cached(key) { return cached }
+            let generation = cache.withLock { $0.generation }
             let token = try await api.exchangeToken(request)
-            if token.credentials.expiresAt != nil { remember(token, key: key) }
+            if token.credentials.expiresAt != nil { remember(token, key: key, startedIn: generation) }
             return token
         }
     }
 
-    /// Forgets every cached result (after the subject logs out, for instance).
+    /// Forgets every cached result (after the subject logs out, for instance); exchanges under way
+    /// now are not cached when they end.
     public func removeAll() {
-        cache.withLock { $0.removeAll() }
+        cache.withLock { cache in
+            cache.entries.removeAll()
+            cache.generation += 1
+        }
     }
 
     private func cached(_ key: String) -> ExchangedToken? {
         let now = clock.now
-        return cache.withLock { entries in
-            guard let entry = entries[key] else { return nil }
+        return cache.withLock { cache in
+            guard let entry = cache.entries[key] else { return nil }
             guard Self.isFresh(entry.token.credentials, now: now, margin: margin) else {
-                entries[key] = nil
+                cache.entries[key] = nil
                 return nil
             }
             return entry.token
         }
     }
 
-    private func remember(_ token: ExchangedToken, key: String) {
+    private func remember(_ token: ExchangedToken, key: String, startedIn generation: UInt64) {
         let now = clock.now
-        let order = counter.withLock { value -> UInt64 in
-            value += 1
-            return value
-        }
-        cache.withLock { entries in
-            if entries.count >= capacity {
-                entries = entries.filter { Self.isFresh($0.value.token.credentials, now: now, margin: margin) }
+        cache.withLock { cache in
+            guard cache.generation == generation else { return }
+            if cache.entries.count >= capacity {
+                cache.entries = cache.entries.filter { Self.isFresh($0.value.token.credentials, now: now, margin: margin) }
             }
-            while entries.count >= capacity, let oldest = entries.min(by: { $0.value.stored < $1.value.stored })?.key {
-                entries[oldest] = nil
+            while cache.entries.count >= capacity, let oldest = cache.entries.min(by: { $0.value.stored < $1.value.stored })?.key {
+                cache.entries[oldest] = nil
             }
-            entries[key] = (token, order)
+            cache.counter += 1
+            cache.entries[key] = (token, cache.counter)
         }
     }
 

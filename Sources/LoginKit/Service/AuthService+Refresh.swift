@@ -62,6 +62,7 @@ extension AuthService {
         case .serve(let credentials):
             return credentials
         case .wait(let flight, let epoch):
+            Telemetry.count("loginkit_shared_refresh_waits_total", [("profile", profileName)])
             return try await awaitRefresh(flight, kind: kind, startedIn: epoch)
         }
     }
@@ -201,6 +202,7 @@ extension AuthService {
         case .success: logger.debug("refresh finished", metadata: logMetadata)
         case .failure(let error): logger.warning("refresh failed", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
         }
+        Telemetry.count("loginkit_refreshes_total", [("outcome", (try? outcome.get()).map { _ in "success" } ?? outcome.failureOutcome), ("profile", profileName)])
         updateDiagnostics { diagnostics in
             diagnostics.refreshInProgress = false
             switch outcome {

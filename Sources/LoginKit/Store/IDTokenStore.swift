@@ -152,6 +152,10 @@ public actor IDTokenStore: TokenStore {
     }
 
     private func load() throws(TokenStoreError) -> [String: StoredProfile] {
+        try Telemetry.storeOperation("read", store: "file") { () throws(TokenStoreError) in try loadFromDisk() }
+    }
+
+    private func loadFromDisk() throws(TokenStoreError) -> [String: StoredProfile] {
         guard let (identity, bytes) = try StoreFileSystem.readFile(path) else {
             cache = nil
             return [:]
@@ -182,6 +186,12 @@ public actor IDTokenStore: TokenStore {
     }
 
     private func write(_ profiles: [String: StoredProfile], movingAsideCorruptFile: Bool) throws(TokenStoreError) {
+        try Telemetry.storeOperation("write", store: "file") { () throws(TokenStoreError) in
+            try writeToDisk(profiles, movingAsideCorruptFile: movingAsideCorruptFile)
+        }
+    }
+
+    private func writeToDisk(_ profiles: [String: StoredProfile], movingAsideCorruptFile: Bool) throws(TokenStoreError) {
         let bytes = try StoreFormat.encode(profiles, path: path, key: key)
         let identity: FileIdentity?
         do {

@@ -5,7 +5,7 @@ internal import LoginKitHTTP
 /// HS256).
 ///
 /// `description` names the method and algorithm only, never the key or the secret.
-public struct ClientAssertionSigner: Sendable, CustomStringConvertible {
+public struct ClientAssertionSigner: Sendable, CustomStringConvertible, CustomReflectable {
     enum Kind: Sendable {
         case key(SigningKey)
         case secret([UInt8])
@@ -48,6 +48,9 @@ public struct ClientAssertionSigner: Sendable, CustomStringConvertible {
     }
 
     public var description: String { "ClientAssertionSigner(\(method), \(algorithmName))" }
+
+    /// No children: `dump` and debuggers show the description, never the secret's bytes.
+    public var customMirror: Mirror { Mirror(self, children: [:]) }
 
     /// `claims` as a signed compact JWT with `typ: JWT`, `alg` and (for a key that has one) `kid`.
     ///

@@ -1,0 +1,105 @@
+import CoreMetrics
+import Tracing
+
+/// LoginKit's metrics (swift-metrics) and spans (swift-distributed-tracing): no-ops until the host
+/// bootstraps `MetricsSystem` or `InstrumentationSystem`. Labels and attributes name grants,
+/// outcomes, issuers, profiles and store kinds; never a token, secret, assertion or user name.
+///
+/// The metrics (docs/server-side.md lists them with their dimensions):
+/// - `loginkit_token_requests_total` (`grant`, `outcome`, `issuer`) and
+///   `loginkit_token_request_duration_seconds` (`grant`, `issuer`): requests to token endpoints;
+/// - `loginkit_refreshes_total` (`outcome`, `profile`): `AuthService`'s shared refreshes;
+/// - `loginkit_shared_refresh_waits_total` (`profile`): token calls served by a refresh another
+///   caller started;
+/// - `loginkit_client_tokens_total` (`source`: memory, store, requested): `ClientCredentialsTokens`;
+/// - `loginkit_store_operations_total` (`operation`: read, write; `outcome`; `store`) and
+///   `loginkit_store_operation_duration_seconds` (`operation`, `store`): reads and writes of a store's
+///   file or table (not cache hits).
+enum Telemetry {
+    /// The grant's short name for labels: `password`, `refresh_token`, `client_credentials`,
+    /// `device_code`, `authorization_code`, `token_exchange`, or `other`.
+    static func grantName(_ grantType: String?) -> String {
+        switch grantType {
+        case "password", "refresh_token", "client_credentials", "authorization_code": grantType ?? "other"
+        case "urn:ietf:params:oauth:grant-type:device_code": "device_code"
+        case "urn:ietf:params:oauth:grant-type:token-exchange": "token_exchange"
+        default: "other"
+        }
+    }
+
+    /// An error's outcome label: `rejected` (the provider refused: a `LoginError` or
+    /// `LoginRequiredError`), `cancelled`, or `failed` (network, server, malformed answers, …).
+    static func outcome(of error: any Error) -> String {
+        switch error {
+        case is LoginError, is LoginRequiredError: "rejected"
+        case is CancellationError: "cancelled"
+        default: "failed"
+        }
+    }
+
+    /// Runs a token request in a client span, counting and timing it.
+    static func tokenRequest<T>(grantType: String?, issuer: String, _ operation: () async throws -> T) async throws -> T {
+        let grant = grantName(grantType)
+        let start = ContinuousClock.now
+        func record(_ outcome: String) {
+            Counter(label: "loginkit_token_requests_total", dimensions: [("grant", grant), ("outcome", outcome), ("issuer", issuer)]).increment()
+            CoreMetrics.Timer(label: "loginkit_token_request_duration_seconds", dimensions: [("grant", grant), ("issuer", issuer)])
+                .recordNanoseconds(nanoseconds(since: start))
+        }
+        return try await withSpan("LoginKit token request", ofKind: .client) { span in
+            span.attributes["loginkit.grant"] = grant
+            span.attributes["loginkit.issuer"] = issuer
+            do {
+                let result = try await operation()
+                record("success")
+                return result
+            } catch {
+                let outcome = outcome(of: error)
+                record(outcome)
+                span.attributes["loginkit.outcome"] = outcome
+                // The error's type only: messages may quote what a provider sent.
+                span.setStatus(SpanStatus(code: .error, message: String(describing: type(of: error))))
+                throw error
+            }
+        }
+    }
+
+    /// Counts `label` once with `dimensions`.
+    static func count(_ label: String, _ dimensions: [(String, String)]) {
+        Counter(label: label, dimensions: dimensions).increment()
+    }
+
+    /// Times and counts a store read or write of the `store` kind.
+    static func storeOperation<T>(_ operation: String, store: String, _ body: () throws(TokenStoreError) -> T) throws(TokenStoreError) -> T {
+        let start = ContinuousClock.now
+        let outcome: String
+        defer {
+            Counter(label: "loginkit_store_operations_total", dimensions: [("operation", operation), ("outcome", outcome), ("store", store)]).increment()
+            CoreMetrics.Timer(label: "loginkit_store_operation_duration_seconds", dimensions: [("operation", operation), ("store", store)])
+                .recordNanoseconds(nanoseconds(since: start))
+        }
+        do {
+            let result = try body()
+            outcome = "success"
+            return result
+        } catch {
+            outcome = "failed"
+            throw error
+        }
+    }
+
+    private static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
+        let elapsed = ContinuousClock.now - start
+        return elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+    }
+}
+
+extension Result where Failure == any Error {
+    /// The outcome label of a failure (see ``Telemetry/outcome(of:)``); `success` for a success.
+    var failureOutcome: String {
+        switch self {
+        case .success: "success"
+        case .failure(let error): Telemetry.outcome(of: error)
+        }
+    }
+}
