@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "LoginKitMocks", targets: ["LoginKitMocks"]),
         .library(name: "LoginKitDevServer", targets: ["LoginKitDevServer"]),
         .library(name: "LoginKitPostgres", targets: ["LoginKitPostgres"]),
+        .library(name: "LoginKitLifecycle", targets: ["LoginKitLifecycle"]),
         .executable(name: "loginkit", targets: ["loginkit"]),
         // The dev identity provider on its own, so that `loginkit` links no server framework.
         .executable(name: "loginkit-dev-server", targets: ["loginkit-dev-server"]),
@@ -113,6 +114,16 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Keeping tokens fresh inside a swift-service-lifecycle ServiceGroup (docs/server-side.md).
+        .target(
+            name: "LoginKitLifecycle",
+            dependencies: [
+                "LoginKit", "LoginKitHTTP",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "LoginKitPostgres",
             dependencies: [
@@ -195,6 +206,8 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitViewModel",
+                "LoginKitLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),

@@ -17,5 +17,6 @@ let package = Package(
         .executableTarget(name: "fuzz-store-file", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
         .executableTarget(name: "fuzz-semver", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
         .executableTarget(name: "fuzz-cli-config", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
+        .executableTarget(name: "fuzz-signing-key", dependencies: ["FuzzDriver", .product(name: "LoginKitFuzzing", package: "LoginKit")]),
     ]
 )

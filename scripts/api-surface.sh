@@ -48,6 +48,7 @@ PRODUCTS = [
     ("LoginKitViewModel", ["LoginKitViewModel"]),
     ("LoginKitMocks", ["LoginKitMocks"]),
     ("LoginKitPostgres", ["LoginKitPostgres"]),
+    ("LoginKitLifecycle", ["LoginKitLifecycle"]),
     ("LoginKitDevServer", ["LoginKitDevServer"]),
 ]
 wanted = {module for _, modules in PRODUCTS for module in modules}

@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 BASELINE=${API_BASELINE:-0.2.0}
+# LoginKitLifecycle is new since 0.2.0: no baseline to compare with until the next tag.
 PRODUCTS=(LoginKit LoginKitViewModel LoginKitMocks LoginKitPostgres LoginKitDevServer)
 
 if [[ ! -f docs/api.md ]]; then

@@ -42,8 +42,14 @@ public struct DevClient: Sendable, Hashable {
     /// (`POST /test/clients/<id>/jwks`).
     public var publicKeys: [JWK]
 
-    /// A client `id`, confidential when it has a `secret` or `publicKeys`, allowed to redirect to `redirectURIs`.
-    public init(id: String, secret: String? = nil, redirectURIs: [String] = [], publicKeys: [JWK] = []) {
+    /// A client `id`, confidential when it has a `secret`, allowed to redirect to `redirectURIs`.
+    public init(id: String, secret: String? = nil, redirectURIs: [String] = []) {
+        self.init(id: id, secret: secret, redirectURIs: redirectURIs, publicKeys: [])
+    }
+
+    /// A client `id` that authenticates with `private_key_jwt` signed by one of `publicKeys` (and
+    /// with its `secret`, when it has one).
+    public init(id: String, secret: String? = nil, redirectURIs: [String] = [], publicKeys: [JWK]) {
         self.id = id
         self.secret = secret
         self.redirectURIs = redirectURIs

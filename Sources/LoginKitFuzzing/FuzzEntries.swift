@@ -43,6 +43,22 @@ public enum FuzzEntries {
         return true
     }
 
+    /// A private key as an application loads one for `private_key_jwt`: PEM text, or (first
+    /// non-blank byte `{`) a private JWK. A key that loads must sign a JWS its own public JWK
+    /// verifies, with an algorithm of its own type; none may be loaded with another type's.
+    public static func signingKey(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let isJWK = bytes.first { ![0x20, 0x0A, 0x0D, 0x09].contains($0) } == UInt8(ascii: "{")
+        let key = isJWK ? try? SigningKey(jwkText: Array(bytes)) : try? SigningKey(pem: String(decoding: bytes, as: UTF8.self))
+        guard let key else { return true }
+        guard let token = try? CompactJWS.sign(payload: Array("{}".utf8), with: key), let jwk = try? key.publicJWK(),
+            let parsed = try? CompactJWS(parsing: token), parsed.hasValidSignature(key: jwk, algorithm: key.algorithm)
+        else { return false }
+        for other in JWSAlgorithm.allCases where other.keyType != key.algorithm.keyType {
+            if (try? key.signing(with: other)) != nil { return false }
+        }
+        return !key.description.contains("PRIVATE")
+    }
+
     /// A JWK Set document: parsing, key import, and which algorithms each key accepts.
     public static func jwks(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let set = try? JWKSet(jsonText: Array(bytes)) else { return true }

@@ -10,6 +10,7 @@ struct FuzzCorpusTests {
     static let entries: [String: @Sendable (UnsafeRawBufferPointer) -> Bool] = [
         "fuzz-jws": FuzzEntries.jws, "fuzz-jwks": FuzzEntries.jwks, "fuzz-token-response": FuzzEntries.tokenResponse,
         "fuzz-store-file": FuzzEntries.storeFile, "fuzz-semver": FuzzEntries.semanticVersion, "fuzz-cli-config": FuzzEntries.cliConfiguration,
+        "fuzz-signing-key": FuzzEntries.signingKey,
     ]
 
     @Test(arguments: entries.keys.sorted())

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+public import FoundationEssentials
 #else
-import Foundation
+public import Foundation
 #endif
 import LoginKitHTTP
 import LoginKitJOSE
@@ -160,16 +160,21 @@ public final class ClientCredentialsTokens: Sendable {
         }
     }
 
-    /// Valid beyond the margin plus `minimumValidity`, both capped at half the token's lifetime.
-    /// A token without an expiry is valid for ``lifetimeWithoutExpiry`` from when it was issued.
-    private func isFresh(_ credentials: Credentials, minimumValidity: Duration) -> Bool {
-        let now = clock.now
+    /// When `credentials` stop being served for `minimumValidity` and a new token is asked for:
+    /// `nil` when never (no expiry and no issue time).
+    public func replacementTime(of credentials: Credentials, minimumValidity: Duration = .zero) -> Date? {
         guard let expiry = credentials.expiresAt else {
-            guard let issued = credentials.issuedAt else { return false }
-            return now.timeIntervalSince(issued) < Self.lifetimeWithoutExpiry.timeInterval
+            return credentials.issuedAt?.addingTimeInterval(Self.lifetimeWithoutExpiry.timeInterval)
         }
         var required = refreshMargin.timeInterval + minimumValidity.timeInterval
         if let issued = credentials.issuedAt { required = min(required, expiry.timeIntervalSince(issued) / 2) }
-        return expiry.timeIntervalSince(now) > required
+        return expiry.addingTimeInterval(-required)
+    }
+
+    /// Valid beyond the margin plus `minimumValidity`, both capped at half the token's lifetime.
+    /// A token without an expiry is valid for ``lifetimeWithoutExpiry`` from when it was issued.
+    private func isFresh(_ credentials: Credentials, minimumValidity: Duration) -> Bool {
+        guard let due = replacementTime(of: credentials, minimumValidity: minimumValidity) else { return false }
+        return clock.now < due
     }
 }

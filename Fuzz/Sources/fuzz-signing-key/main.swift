@@ -1,0 +1,17 @@
+// libFuzzer entry: private keys (PEM, private JWK) loaded for signing.
+// A crash, or `abort()` on a broken invariant, is a finding: Fuzz/run.sh keeps the input.
+import FuzzDriver
+import Glibc
+import LoginKitFuzzing
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    if !FuzzEntries.signingKey(UnsafeRawBufferPointer(start: start, count: count)) { abort() }
+    return 0
+}
+
+/// SwiftPM makes `fuzz_signing_key_main` the executable's `main`: hand over to libFuzzer's driver.
+@_cdecl("fuzz_signing_key_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    loginkit_fuzz_run(argc, argv, fuzz)
+}
