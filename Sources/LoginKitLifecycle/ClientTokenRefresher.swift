@@ -11,8 +11,9 @@ public import ServiceLifecycle
 /// A `swift-service-lifecycle` `Service` that keeps chosen client-credentials tokens fresh in the
 /// background, so that the rest of the service never waits for one: each target's token is
 /// replaced `refreshAhead` before it would need replacing on demand (at most half its lifetime in),
-/// a failure is retried with jittered exponential backoff while the current token stays served,
-/// and the service stops cleanly on graceful shutdown.
+/// a failure is retried with jittered exponential backoff while the current token stays served
+/// (each target on its own schedule, the targets due fetched concurrently), and the service stops
+/// cleanly on graceful shutdown (a request under way then finishes and is saved in the background).
 ///
 /// ```swift
 /// let refresher = ClientTokenRefresher(tokens: tokens, targets: [billing, stock], logger: logger)
@@ -56,12 +57,13 @@ public final class ClientTokenRefresher: Service, Sendable {
     public let targets: [TokenTarget]
     /// Timing.
     public let configuration: Configuration
-    /// What happened, newest 256 kept when nobody reads.
+    /// What happened, newest 256 kept when nobody reads; finishes when `run()` returns.
     public let events: AsyncStream<Event>
     private let eventSink: AsyncStream<Event>.Continuation
     private let clock: any AuthClock
     private let logger: Logger
     private let current = LockedState<[String: Credentials]>([:])
+    private let started = LockedState(false)
 
     /// A refresher of `targets` through `tokens`.
     public init(
@@ -76,19 +78,46 @@ public final class ClientTokenRefresher: Service, Sendable {
         (events, eventSink) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(256))
     }
 
-    /// `target`'s current token, without waiting: `nil` before the first one arrived, or when the
-    /// last one has expired (the refresher keeps failing).
+    /// `target`'s current token, without waiting: `nil` before the first one arrived, when it was
+    /// invalidated, or when it is within 10 s of its expiry (the refresher keeps failing). A token
+    /// without an expiry counts as expiring ``ClientCredentialsTokens/lifetimeWithoutExpiry`` after
+    /// it was received.
     public func accessToken(for target: TokenTarget) -> String? {
-        guard let credentials = current.withLock({ $0[target.cacheKey] }) else { return nil }
-        if let expiry = credentials.expiresAt, expiry <= clock.now { return nil }
+        guard let credentials = current.withLock({ $0[target.cacheKey] }), !tokens.wasInvalidated(credentials.accessToken) else { return nil }
+        let lifetime = ClientCredentialsTokens.lifetimeWithoutExpiry.seconds
+        guard let expiry = credentials.expiresAt ?? credentials.issuedAt?.addingTimeInterval(lifetime), expiry.timeIntervalSince(clock.now) > 10 else {
+            return nil
+        }
+        return credentials.accessToken
+    }
+
+    /// Drops `token` (a resource server refused it) and gets `target` a new one now.
+    ///
+    /// - Throws: what ``ClientCredentialsTokens/credentials(for:minimumValidity:)`` throws; the
+    ///   background loop keeps retrying then.
+    @discardableResult
+    public func invalidate(_ token: String, for target: TokenTarget) async throws -> String? {
+        try await tokens.invalidate(token, for: target)
+        let credentials = try await tokens.credentials(for: target, minimumValidity: configuration.refreshAhead)
+        current.withLock { $0[target.cacheKey] = credentials }
+        eventSink.yield(.refreshed(target, expiresAt: credentials.expiresAt))
         return credentials.accessToken
     }
 
     /// Runs until graceful shutdown or cancellation; never throws for a provider's failure (it
-    /// retries), only ends.
+    /// retries), only ends. A refresher runs once: `events` finishes when it stops.
+    ///
+    /// - Throws: `ConfigurationError` `.invalidValue` when it runs or ran already.
     public func run() async throws {
+        guard started.withLock({ started in
+            defer { started = true }
+            return !started
+        }) else {
+            throw ConfigurationError(.invalidValue, "a ClientTokenRefresher runs once; make another one")
+        }
         defer {
             eventSink.yield(.stopped)
+            eventSink.finish()
             logger.debug("token refresher stopped")
         }
         do {
@@ -98,46 +127,67 @@ public final class ClientTokenRefresher: Service, Sendable {
         }
     }
 
+    /// Each target has its own next attempt: its token's replacement point minus `refreshAhead`,
+    /// or its backoff after a failure. The targets due run concurrently, so a provider that hangs
+    /// for one target does not delay the others.
     private func loop() async throws {
-        var failures: [String: Int] = [:]
+        var schedule = Dictionary(uniqueKeysWithValues: targets.map { ($0.cacheKey, (target: $0, due: clock.now, failures: 0)) })
         while true {
             try Task.checkCancellation()
-            var wake = configuration.maximumInterval
-            for target in targets {
-                let key = target.cacheKey
-                do {
-                    let credentials = try await tokens.credentials(for: target, minimumValidity: configuration.refreshAhead)
-                    failures[key] = nil
+            let now = clock.now
+            let due = schedule.values.filter { $0.due <= now }
+            let outcomes = await withTaskGroup(of: (String, Result<Credentials, any Error>).self) { group in
+                for entry in due {
+                    group.addTask { [tokens, configuration] in
+                        do {
+                            return (entry.target.cacheKey, .success(try await tokens.credentials(for: entry.target, minimumValidity: configuration.refreshAhead)))
+                        } catch {
+                            return (entry.target.cacheKey, .failure(error))
+                        }
+                    }
+                }
+                var outcomes: [(String, Result<Credentials, any Error>)] = []
+                for await outcome in group { outcomes.append(outcome) }
+                return outcomes
+            }
+            try Task.checkCancellation()
+            for (key, outcome) in outcomes {
+                guard var entry = schedule[key] else { continue }
+                switch outcome {
+                case .success(let credentials):
+                    entry.failures = 0
                     let previous = current.withLock { current in
                         defer { current[key] = credentials }
                         return current[key]
                     }
                     if previous?.accessToken != credentials.accessToken {
-                        eventSink.yield(.refreshed(target, expiresAt: credentials.expiresAt))
+                        eventSink.yield(.refreshed(entry.target, expiresAt: credentials.expiresAt))
                     }
-                    if let due = tokens.replacementTime(of: credentials, minimumValidity: configuration.refreshAhead) {
-                        wake = min(wake, max(.seconds(1), Duration(seconds: due.timeIntervalSince(clock.now))))
-                    }
-                } catch is CancellationError {
-                    throw CancellationError()
-                } catch {
-                    let count = (failures[key] ?? 0) + 1
-                    failures[key] = count
-                    let delay = backoff(afterFailures: count)
-                    wake = min(wake, delay)
-                    logger.warning("refreshing a token failed; retrying", metadata: ["target": "\(target)", "error": "\(error)", "retry_in": "\(delay)"])
-                    eventSink.yield(.failed(target, error, retryIn: delay))
+                    let replacement = tokens.replacementTime(of: credentials, minimumValidity: configuration.refreshAhead)
+                    let seconds = replacement.map { max(1, $0.timeIntervalSince(clock.now)) } ?? configuration.maximumInterval.seconds
+                    entry.due = clock.now.addingTimeInterval(min(seconds, configuration.maximumInterval.seconds))
+                case .failure(let error):
+                    entry.failures += 1
+                    let delay = backoff(afterFailures: entry.failures)
+                    entry.due = clock.now.addingTimeInterval(delay.seconds)
+                    logger.warning(
+                        "refreshing a token failed; retrying", metadata: ["target": "\(entry.target)", "error": "\(error)", "retry_in": "\(delay)"])
+                    eventSink.yield(.failed(entry.target, error, retryIn: delay))
                 }
+                schedule[key] = entry
             }
-            try await clock.sleep(for: wake)
+            guard let next = schedule.values.map(\.due).min() else { return }
+            let wait = next.timeIntervalSince(clock.now)
+            if wait > 0 { try await clock.sleep(for: Duration(seconds: wait)) }
         }
     }
 
-    /// Full jitter over `initialBackoff · 2^(failures−1)`, at most `maximumBackoff`, at least 1 s.
+    /// Equal jitter over `initialBackoff · 2^(failures−1)` capped at `maximumBackoff`: between half
+    /// of that and all of it, at least 100 ms.
     private func backoff(afterFailures failures: Int) -> Duration {
-        let base = configuration.initialBackoff.seconds * Double(1 << min(failures - 1, 20))
-        let ceiling = min(base, configuration.maximumBackoff.seconds)
-        return Duration(seconds: max(1, Double.random(in: 0...ceiling)))
+        let initial = max(0.1, configuration.initialBackoff.seconds)
+        let ceiling = max(initial, min(initial * Double(1 << min(failures - 1, 20)), configuration.maximumBackoff.seconds))
+        return Duration(seconds: Double.random(in: (ceiling / 2)...ceiling))
     }
 }
 

@@ -78,7 +78,7 @@ struct ClientTokenRefresherTests {
             for _ in 0..<2 {
                 guard case .failed(_, let error, let delay) = try await next(&events) else { Issue.record("expected a failure"); return }
                 #expect(error is ServerError)
-                #expect(delay >= .seconds(1) && delay <= .seconds(8))
+                #expect(delay >= .milliseconds(500) && delay <= .seconds(8))
                 #expect(refresher.accessToken(for: Self.billing) == served)  // still valid: still served
                 await fixture.clock.waitForSleepers()
                 fixture.clock.advance(by: delay)
@@ -89,6 +89,49 @@ struct ClientTokenRefresherTests {
             run.cancel()  // cancellation stops it as cleanly as a graceful shutdown
             guard case .stopped = try await next(&events) else { Issue.record("expected the stop"); return }
             try await run.value
+            #expect(await events.next() == nil)  // the stream ends with the service
+            let again = await thrown { try await refresher.run() }
+            #expect((again as? ConfigurationError)?.code == .invalidValue)  // a refresher runs once
+        }
+    }
+
+    @Test func aTargetThatKeepsFailingDoesNotHoldUpTheOthers() async throws {
+        let refused = TokenTarget(resources: ["https://unknown.example/"])
+        try await withFixture(
+            clientID: "loginkit-service", clientSecret: "dev-secret",
+            configure: {
+                $0.accessTokenLifetime = .seconds(1200)
+                $0.resourceServers = ["https://billing.example/"]
+            }
+        ) { fixture in
+            let tokens = ClientCredentialsTokens(api: fixture.api, store: fixture.store, clock: fixture.clock)
+            var configuration = ClientTokenRefresher.Configuration()
+            configuration.maximumInterval = .seconds(3600)
+            configuration.maximumBackoff = .seconds(30)
+            let refresher = ClientTokenRefresher(tokens: tokens, targets: [refused, Self.billing], configuration: configuration, clock: fixture.clock)
+            let run = Task { try await refresher.run() }
+            var refreshes = 0
+            var failures = 0
+            for await event in refresher.events {
+                switch event {
+                case .refreshed:
+                    refreshes += 1
+                    if refreshes == 2 { run.cancel() }  // billing replaced on time: done
+                case .failed(_, let error, let delay):
+                    failures += 1
+                    #expect((error as? LoginError)?.code == .invalidTarget)
+                    guard refreshes < 2 else { continue }
+                    // The refused target retries on its own backoff (at most 30 s); billing's
+                    // replacement point (840 s) comes all the same.
+                    await fixture.clock.waitForSleepers()
+                    fixture.clock.advance(by: delay)
+                case .stopped:
+                    break
+                }
+            }
+            try await run.value
+            #expect(refreshes == 2)
+            #expect(failures >= 2)
         }
     }
 }

@@ -29,6 +29,9 @@ public final class ClientCredentialsTokens: Sendable {
     public let refreshMargin: Duration
     private let clock: any AuthClock
     private let memory = LockedState<[String: (credentials: Credentials, stored: Date)]>([:])
+    /// Tokens dropped by ``invalidate(_:for:)`` (their SHA-256, the last 256): a request that read
+    /// one before it was dropped does not put it back.
+    private let invalidated = LockedState<[[UInt8]]>([])
     private let flights = SingleFlight<String, Credentials>()
 
     /// Tokens from `api`, kept in `store` under profiles named after `baseProfile`.
@@ -59,8 +62,8 @@ public final class ClientCredentialsTokens: Sendable {
     /// The most targets held in memory; beyond it, expired ones go first, then any.
     public static let memoryCapacity = 1024
 
-    /// A valid access token for `target`, valid for at least `minimumValidity` beyond the margin
-    /// when the provider grants that long.
+    /// A valid access token for `target`, valid for at least `minimumValidity` beyond the margin,
+    /// both capped at half the token's lifetime (see ``credentials(for:minimumValidity:)``).
     ///
     /// - Throws: what ``credentials(for:minimumValidity:)`` throws, and `LoginRequiredError`
     ///   `.noAccessToken` when the provider issued none.
@@ -84,8 +87,8 @@ public final class ClientCredentialsTokens: Sendable {
     ///   its own wait.
     public func credentials(for target: TokenTarget = TokenTarget(), minimumValidity: Duration = .zero) async throws -> Credentials {
         let name = Self.profileName(base: baseProfile, target: target)
+        // The cached path: no lock but the memory's, no metric (it must stay under a microsecond).
         if let known = memory.withLock({ $0[name]?.credentials }), isFresh(known, minimumValidity: minimumValidity) {
-            Telemetry.count("loginkit_client_tokens_total", [("source", "memory")])
             return known
         }
         // One flight per (profile, asked validity): a caller asking for more does not take a token
@@ -95,7 +98,7 @@ public final class ClientCredentialsTokens: Sendable {
             try await store.withExclusiveAccess(to: name) { transaction in
                 if let stored = transaction[name] {
                     try checkOwnership(of: stored, name: name, target: target)
-                    if isFresh(stored.credentials, minimumValidity: minimumValidity) {
+                    if isFresh(stored.credentials, minimumValidity: minimumValidity), !wasInvalidated(stored.credentials.accessToken) {
                         Telemetry.count("loginkit_client_tokens_total", [("source", "store")])
                         return stored.credentials  // another task or process got it meanwhile
                     }
@@ -120,6 +123,11 @@ public final class ClientCredentialsTokens: Sendable {
     /// - Throws: `TokenStoreError`.
     public func invalidate(_ token: String, for target: TokenTarget = TokenTarget()) async throws {
         let name = Self.profileName(base: baseProfile, target: target)
+        let digest = Self.digest(token)
+        invalidated.withLock { list in
+            list.append(digest)
+            if list.count > 256 { list.removeFirst(list.count - 256) }
+        }
         memory.withLock { entries in
             if entries[name]?.credentials.accessToken == token { entries[name] = nil }
         }
@@ -147,9 +155,23 @@ public final class ClientCredentialsTokens: Sendable {
         }
     }
 
+    /// Whether `token` was dropped by ``invalidate(_:for:)``.
+    public func wasInvalidated(_ token: String?) -> Bool {
+        guard let token else { return false }
+        let digest = Self.digest(token)
+        return invalidated.withLock { $0.contains(digest) }
+    }
+
+    private static func digest(_ token: String) -> [UInt8] {
+        (try? MessageDigest.sha256(Array(token.utf8))) ?? Array(token.utf8)
+    }
+
     private func remember(_ credentials: Credentials, name: String) {
         let order = clock.now
         memory.withLock { entries in
+            // Checked under the memory's lock: `invalidate` records the token before it takes this
+            // lock to remove it, so either this sees the record or that removes what this puts.
+            guard !wasInvalidated(credentials.accessToken) else { return }
             if entries[name] == nil, entries.count >= Self.memoryCapacity {
                 entries = entries.filter { isFresh($0.value.credentials, minimumValidity: .zero) }
                 while entries.count >= Self.memoryCapacity, let oldest = entries.min(by: { $0.value.stored < $1.value.stored })?.key {
@@ -163,8 +185,9 @@ public final class ClientCredentialsTokens: Sendable {
     /// When `credentials` stop being served for `minimumValidity` and a new token is asked for:
     /// `nil` when never (no expiry and no issue time).
     public func replacementTime(of credentials: Credentials, minimumValidity: Duration = .zero) -> Date? {
-        guard let expiry = credentials.expiresAt else {
-            return credentials.issuedAt?.addingTimeInterval(Self.lifetimeWithoutExpiry.timeInterval)
+        // No expiry named: treated as expiring `lifetimeWithoutExpiry` after it was received.
+        guard let expiry = credentials.expiresAt ?? credentials.issuedAt?.addingTimeInterval(Self.lifetimeWithoutExpiry.timeInterval) else {
+            return nil
         }
         var required = refreshMargin.timeInterval + minimumValidity.timeInterval
         if let issued = credentials.issuedAt { required = min(required, expiry.timeIntervalSince(issued) / 2) }

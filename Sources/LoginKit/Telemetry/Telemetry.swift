@@ -11,7 +11,8 @@ import Tracing
 /// - `loginkit_refreshes_total` (`outcome`, `profile`): `AuthService`'s shared refreshes;
 /// - `loginkit_shared_refresh_waits_total` (`profile`): token calls served by a refresh another
 ///   caller started;
-/// - `loginkit_client_tokens_total` (`source`: memory, store, requested): `ClientCredentialsTokens`;
+/// - `loginkit_client_tokens_total` (`source`: store, requested): `ClientCredentialsTokens`'s
+///   requests and the tokens another process saved (memory hits are the cached path: not counted);
 /// - `loginkit_store_operations_total` (`operation`: read, write; `outcome`; `store`) and
 ///   `loginkit_store_operation_duration_seconds` (`operation`, `store`): reads and writes of a store's
 ///   file or table (not cache hits).
@@ -46,21 +47,22 @@ enum Telemetry {
             CoreMetrics.Timer(label: "loginkit_token_request_duration_seconds", dimensions: [("grant", grant), ("issuer", issuer)])
                 .recordNanoseconds(nanoseconds(since: start))
         }
-        return try await withSpan("LoginKit token request", ofKind: .client) { span in
-            span.attributes["loginkit.grant"] = grant
-            span.attributes["loginkit.issuer"] = issuer
-            do {
-                let result = try await operation()
-                record("success")
-                return result
-            } catch {
-                let outcome = outcome(of: error)
-                record(outcome)
-                span.attributes["loginkit.outcome"] = outcome
-                // The error's type only: messages may quote what a provider sent.
-                span.setStatus(SpanStatus(code: .error, message: String(describing: type(of: error))))
-                throw error
-            }
+        // Started and ended here rather than with `withSpan`, which records the error itself, and
+        // an error's description may quote what a provider sent.
+        let span = startSpan("LoginKit token request", ofKind: .client)
+        defer { span.end() }
+        span.attributes["loginkit.grant"] = grant
+        span.attributes["loginkit.issuer"] = issuer
+        do {
+            let result = try await operation()
+            record("success")
+            return result
+        } catch {
+            let outcome = outcome(of: error)
+            record(outcome)
+            span.attributes["loginkit.outcome"] = outcome
+            span.setStatus(SpanStatus(code: .error, message: String(describing: type(of: error))))
+            throw error
         }
     }
 
