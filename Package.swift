@@ -170,7 +170,14 @@ let package = Package(
         ),
 
         // Helpers the test targets share (temp dirs, child processes).
-        .target(name: "LoginKitTestSupport", dependencies: ["LoginKit", "LoginKitHTTP"], path: "Tests/TestSupport", swiftSettings: strict),
+        .target(
+            name: "LoginKitTestSupport",
+            dependencies: [
+                "LoginKit", "LoginKitHTTP",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ],
+            path: "Tests/TestSupport", swiftSettings: strict),
 
         .testTarget(name: "LoginKitHTTPTests", dependencies: ["LoginKitHTTP"], swiftSettings: strict),
         .testTarget(

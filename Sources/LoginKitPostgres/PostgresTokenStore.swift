@@ -143,8 +143,10 @@ public final class PostgresTokenStore: TokenStore {
 
     public func profile(named name: String) async throws -> StoredProfile? {
         let query: PostgresQuery = "SELECT name, format, sealed, payload, version FROM \(unescaped: table) WHERE namespace = \(configuration.namespace) AND name = \(name)"
-        let rows = try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
-            try await Self.rows(try await client.query(query, logger: logger))
+        let rows = try await Telemetry.storeOperation("read", store: "postgres") {
+            try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
+                try await Self.rows(try await client.query(query, logger: logger))
+            }
         }
         guard let row = rows[name] else {
             decoded.withLock { _ = $0.removeValue(forKey: name) }
@@ -240,7 +242,11 @@ public final class PostgresTokenStore: TokenStore {
             }
             decision.fulfil(writes)
             do {
-                try await group.next()
+                if writes.isEmpty {
+                    try await group.next()
+                } else {
+                    try await Telemetry.storeOperation("write", store: "postgres") { try await group.next() }
+                }
             } catch {
                 throw mapped(error)
             }

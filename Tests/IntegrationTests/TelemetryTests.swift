@@ -9,18 +9,6 @@ import MetricsTestKit
 import Testing
 import Tracing
 
-/// The host's metrics and tracing systems, bootstrapped once for the test process (both are
-/// process-wide). Tests tell their own records apart by the dev server's issuer and their profile.
-enum TestTelemetry {
-    static let systems: (metrics: TestMetrics, tracer: InMemoryTracer) = {
-        let metrics = TestMetrics()
-        let tracer = InMemoryTracer()
-        MetricsSystem.bootstrap(metrics)
-        InstrumentationSystem.bootstrap(tracer)
-        return (metrics, tracer)
-    }()
-}
-
 @Suite(.timeLimit(.minutes(2)))
 struct TelemetryTests {
     @Test func tokenRequestsRefreshesWaitsAndStoreOperationsAreRecorded() async throws {

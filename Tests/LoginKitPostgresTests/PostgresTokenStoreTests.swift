@@ -40,6 +40,19 @@ func sampleProfile(_ marker: String) -> StoredProfile {
 
 @Suite(.enabled(if: TestDatabase.available, "needs PostgreSQL: make test starts one"), .timeLimit(.minutes(3)))
 struct PostgresTokenStoreTests {
+    @Test func readsAndWritesAreTimed() async throws {
+        _ = TestTelemetry.systems
+        let reads = { TestTelemetry.timerCount("loginkit_store_operation_duration_seconds", [("operation", "read"), ("store", "postgres")]) }
+        let writes = { TestTelemetry.timerCount("loginkit_store_operation_duration_seconds", [("operation", "write"), ("store", "postgres")]) }
+        let (readsBefore, writesBefore) = (reads(), writes())
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: TestDatabase.configuration()) { store in
+            try await store.save(sampleProfile("timed"), as: "timed")
+            _ = try await store.profile(named: "timed")
+        }
+        #expect(reads() > readsBefore)
+        #expect(writes() > writesBefore)
+    }
+
     @Test func profilesRoundTripAndTheMigrationIsIdempotent() async throws {
         // Four stores migrating a new table at once, then again: no error, one table.
         let table = "loginkit_migrate_\(UUID().uuidString.prefix(8).lowercased())"

@@ -143,7 +143,6 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         explicit != nil ? .configuration("OAuth2API.Configuration.endpoints.\(setting)") : .provider("\(host)'s \(field)")
     }
 
-
     // MARK: Discovery
 
     /// The provider's metadata, fetched on first use.

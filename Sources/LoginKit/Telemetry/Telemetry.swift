@@ -14,9 +14,9 @@ import Tracing
 /// - `loginkit_client_tokens_total` (`source`: store, requested): `ClientCredentialsTokens`'s
 ///   requests and the tokens another process saved (memory hits are the cached path: not counted);
 /// - `loginkit_store_operations_total` (`operation`: read, write; `outcome`; `store`) and
-///   `loginkit_store_operation_duration_seconds` (`operation`, `store`): reads and writes of a store's
-///   file or table (not cache hits).
-enum Telemetry {
+///   `loginkit_store_operation_duration_seconds` (`operation`, `store`: file, postgres): reads and
+///   writes of a store's file or table (not cache hits).
+package enum Telemetry {
     /// The grant's short name for labels: `password`, `refresh_token`, `client_credentials`,
     /// `device_code`, `authorization_code`, `token_exchange`, or `other`.
     static func grantName(_ grantType: String?) -> String {
@@ -88,6 +88,20 @@ enum Telemetry {
             outcome = "failed"
             throw error
         }
+    }
+
+    /// Times and counts an asynchronous store read or write (the fleet store's queries).
+    package static func storeOperation<T>(_ operation: String, store: String, _ body: () async throws -> T) async throws -> T {
+        let start = ContinuousClock.now
+        var outcome = "failed"
+        defer {
+            Counter(label: "loginkit_store_operations_total", dimensions: [("operation", operation), ("outcome", outcome), ("store", store)]).increment()
+            CoreMetrics.Timer(label: "loginkit_store_operation_duration_seconds", dimensions: [("operation", operation), ("store", store)])
+                .recordNanoseconds(nanoseconds(since: start))
+        }
+        let result = try await body()
+        outcome = "success"
+        return result
     }
 
     private static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
