@@ -74,6 +74,11 @@ def median(values):
 
 def build():
     log("bench: building (release) — the first build compiles the peers too")
+    # SwiftPM keeps the build plan of a path dependency (LoginKit, "..") across runs and misses
+    # source files added to it since ("cannot find … in scope"): drop the plan, keep the objects.
+    for stale in (os.path.join(BENCH, ".build", "release.yaml"), os.path.join(BENCH, ".build", "release", "description.json")):
+        if os.path.exists(stale):
+            os.remove(stale)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit-bench"], check=True, cwd=ROOT)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit-alone"], check=True, cwd=ROOT)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit"], check=True, cwd=ROOT)

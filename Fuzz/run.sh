@@ -9,6 +9,9 @@ set -uo pipefail
 cd "$(dirname "$0")"
 seconds=${LOGINKIT_FUZZ_SECONDS:-120}
 flags=(-c debug --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library)
+# SwiftPM keeps the build plan of the path dependency (LoginKit, "..") across runs and can miss
+# source files added to it since ("cannot find … in scope"): drop the plan, keep the objects.
+rm -f .build-fuzz/debug.yaml .build-fuzz/debug/description.json
 if ! swift build "${flags[@]}" >build.log 2>&1; then
     tail -n 30 build.log >&2
     echo "fuzz: build failed" >&2

@@ -62,7 +62,7 @@ extension AuthService {
         case .serve(let credentials):
             return credentials
         case .wait(let flight, let epoch):
-            Telemetry.count("loginkit_shared_refresh_waits_total", [("profile", profileName)])
+            sharedRefreshWaits.increment()
             return try await awaitRefresh(flight, kind: kind, startedIn: epoch)
         }
     }

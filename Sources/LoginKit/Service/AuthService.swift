@@ -69,6 +69,9 @@ public actor AuthService: AuthServiceProtocol {
     nonisolated let clock: any AuthClock
     nonisolated var logger: Logger { configuration.logger }
     nonisolated let eventBroadcaster = Broadcaster<AuthEvent>()
+    /// `loginkit_shared_refresh_waits_total` for this profile, made once: a storm's thousand
+    /// waiters then only increment it (docs/server-side.md).
+    nonisolated let sharedRefreshWaits: Telemetry.SharedCounter
     nonisolated let diagnosticsBroadcaster = Broadcaster<AuthDiagnostics>()
     /// Checked before every login and refresh, when set (see `VersionGate`).
     nonisolated let gate: (any AuthGate)?
@@ -113,6 +116,7 @@ public actor AuthService: AuthServiceProtocol {
         self.store = store
         self.stamps = store as? any TokenStoreChangeStamp
         self.profileName = profile
+        self.sharedRefreshWaits = Telemetry.SharedCounter("loginkit_shared_refresh_waits_total", [("profile", profile)])
         self.clock = clock
         self.configuration = configuration
         self.workflows = workflows

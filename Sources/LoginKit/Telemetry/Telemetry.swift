@@ -66,6 +66,18 @@ package enum Telemetry {
         }
     }
 
+    /// A counter made once (for a hot path: no lookup per increment). It reports to the metrics
+    /// system bootstrapped when it was made.
+    package struct SharedCounter: Sendable {
+        private let counter: Counter
+
+        package init(_ label: String, _ dimensions: [(String, String)]) {
+            counter = Counter(label: label, dimensions: dimensions)
+        }
+
+        package func increment() { counter.increment() }
+    }
+
     /// Counts `label` once with `dimensions`.
     static func count(_ label: String, _ dimensions: [(String, String)]) {
         Counter(label: label, dimensions: dimensions).increment()
