@@ -86,6 +86,14 @@ struct ClientTokenRefresherTests {
             guard case .refreshed = try await next(&events) else { Issue.record("expected the retry to succeed"); return }
             #expect(refresher.accessToken(for: Self.billing) != served)
 
+            // A resource server refused the token: dropped, and another one fetched at once.
+            let refused = try #require(refresher.accessToken(for: Self.billing))
+            let replacement = try await refresher.invalidate(refused, for: Self.billing)
+            #expect(replacement != nil && replacement != refused)
+            #expect(refresher.accessToken(for: Self.billing) == replacement)
+            #expect(try await tokens.accessToken(for: Self.billing) == replacement)
+            guard case .refreshed = try await next(&events) else { Issue.record("expected the replacement"); return }
+
             run.cancel()  // cancellation stops it as cleanly as a graceful shutdown
             guard case .stopped = try await next(&events) else { Issue.record("expected the stop"); return }
             try await run.value

@@ -77,8 +77,7 @@ struct SystemBrowserLauncherTests {
         try await withTemporaryDirectory { directory in
             let opened = directory + "/opened"
             let script = directory + "/my-browser"
-            try Data("#!/bin/sh\nprintf %s \"$1\" > \(opened)\n".utf8).write(to: URL(fileURLWithPath: script))
-            #expect(chmod(script, 0o755) == 0)
+            try writeExecutable("#!/bin/sh\nprintf %s \"$1\" > \(opened)\n", to: script)
             try await SystemBrowserLauncher(environment: ["BROWSER": "my-browser", "PATH": directory + ":/usr/bin:/bin"])
                 .open(url)
             #expect(try String(contentsOfFile: opened, encoding: .utf8) == url)

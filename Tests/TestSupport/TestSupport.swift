@@ -120,3 +120,21 @@ public func bindToLoopback(_ descriptor: Int32, listen: Bool) -> Int? {
     }
     return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
 }
+
+/// Writes an executable script. The file is opened with `O_CLOEXEC`: a child another test spawns
+/// meanwhile must not inherit it open for writing, or executing the script fails with `ETXTBSY`
+/// ("Text file busy") for as long as that child lives (seen under AddressSanitizer's load).
+public func writeExecutable(_ text: String, to path: String) throws {
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o755)
+    guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(descriptor) }
+    let bytes = Array(text.utf8)
+    var written = 0
+    while written < bytes.count {
+        let count = bytes[written...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        if count < 0 && errno == EINTR { continue }
+        guard count > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        written += count
+    }
+    guard fchmod(descriptor, 0o755) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+}
