@@ -32,8 +32,8 @@ struct LoginKitCommand: AsyncParsableCommand {
 
 @main
 enum LoginKitCLI {
-    /// This CLI's version, checked against version policies.
-    static let version = SemanticVersion(major: 0, minor: 1, patch: 0)
+    /// This CLI's version, checked against version policies: the next release (0.3.0) while it is being made.
+    static let version = SemanticVersion(major: 0, minor: 3, patch: 0, preRelease: ["dev"])
 
     static func main() async {
         ProcessHardening.disableCoreDumps()  // before any secret is read or received
