@@ -84,8 +84,7 @@ public final class ClientTokenRefresher: Service, Sendable {
     /// it was received.
     public func accessToken(for target: TokenTarget) -> String? {
         guard let credentials = current.withLock({ $0[target.cacheKey] }), !tokens.wasInvalidated(credentials.accessToken) else { return nil }
-        let lifetime = ClientCredentialsTokens.lifetimeWithoutExpiry.seconds
-        guard let expiry = credentials.expiresAt ?? credentials.issuedAt?.addingTimeInterval(lifetime), expiry.timeIntervalSince(clock.now) > 10 else {
+        guard let expiry = credentials.expiry(orAfterReceipt: ClientCredentialsTokens.lifetimeWithoutExpiry), expiry.timeIntervalSince(clock.now) > 10 else {
             return nil
         }
         return credentials.accessToken
@@ -164,12 +163,12 @@ public final class ClientTokenRefresher: Service, Sendable {
                         eventSink.yield(.refreshed(entry.target, expiresAt: credentials.expiresAt))
                     }
                     let replacement = tokens.replacementTime(of: credentials, minimumValidity: configuration.refreshAhead)
-                    let seconds = replacement.map { max(1, $0.timeIntervalSince(clock.now)) } ?? configuration.maximumInterval.seconds
-                    entry.due = clock.now.addingTimeInterval(min(seconds, configuration.maximumInterval.seconds))
+                    let seconds = replacement.map { max(1, $0.timeIntervalSince(clock.now)) } ?? configuration.maximumInterval.timeInterval
+                    entry.due = clock.now.addingTimeInterval(min(seconds, configuration.maximumInterval.timeInterval))
                 case .failure(let error):
                     entry.failures += 1
                     let delay = backoff(afterFailures: entry.failures)
-                    entry.due = clock.now.addingTimeInterval(delay.seconds)
+                    entry.due = clock.now.addingTimeInterval(delay.timeInterval)
                     logger.warning(
                         "refreshing a token failed; retrying", metadata: ["target": "\(entry.target)", "error": "\(error)", "retry_in": "\(delay)"])
                     eventSink.yield(.failed(entry.target, error, retryIn: delay))
@@ -178,23 +177,15 @@ public final class ClientTokenRefresher: Service, Sendable {
             }
             guard let next = schedule.values.map(\.due).min() else { return }
             let wait = next.timeIntervalSince(clock.now)
-            if wait > 0 { try await clock.sleep(for: Duration(seconds: wait)) }
+            if wait > 0 { try await clock.sleep(for: Duration(timeInterval: wait)) }
         }
     }
 
     /// Equal jitter over `initialBackoff · 2^(failures−1)` capped at `maximumBackoff`: between half
     /// of that and all of it, at least 100 ms.
     private func backoff(afterFailures failures: Int) -> Duration {
-        let initial = max(0.1, configuration.initialBackoff.seconds)
-        let ceiling = max(initial, min(initial * Double(1 << min(failures - 1, 20)), configuration.maximumBackoff.seconds))
-        return Duration(seconds: Double.random(in: (ceiling / 2)...ceiling))
+        let initial = max(0.1, configuration.initialBackoff.timeInterval)
+        let ceiling = max(initial, min(initial * Double(1 << min(failures - 1, 20)), configuration.maximumBackoff.timeInterval))
+        return Duration(timeInterval: Double.random(in: (ceiling / 2)...ceiling))
     }
-}
-
-extension Duration {
-    fileprivate init(seconds: Double) {
-        self = .milliseconds(Int64((min(max(seconds, 0), 1e9) * 1000).rounded()))
-    }
-
-    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -26,7 +26,7 @@ struct ServerSideCLITests {
                 #expect(chmod(keyPath, 0o644) == 0)
                 let readable = try await loginkit(login + common)
                 #expect(readable.status == 1)
-                #expect(readable.stderr.contains("readable by others"))
+                #expect(readable.stderr.contains("accessible by other users"))
                 #expect(chmod(keyPath, 0o600) == 0)
 
                 let loggedIn = try await loginkit(login + common)

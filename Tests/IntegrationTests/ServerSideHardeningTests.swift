@@ -115,8 +115,8 @@ struct ServerSideHardeningTests {
         let error = await refused
         #expect((error as? ServerError)?.code == .misconfigured)
         #expect(transport.requestCount == 1)  // the discovery request only: no assertion left
-        #expect(OAuth2API.origin("https://ID.example/token") == OAuth2API.origin("https://id.example:443/x"))
-        #expect(OAuth2API.origin("http://id.example/token") != OAuth2API.origin("https://id.example/"))
+        #expect(OAuth2API.urlOrigin("https://ID.example/token") == OAuth2API.urlOrigin("https://id.example:443/x"))
+        #expect(OAuth2API.urlOrigin("http://id.example/token") != OAuth2API.urlOrigin("https://id.example/"))
     }
 
     @Test func theDevProviderRefusesWhatTheReviewFound() async throws {

@@ -64,3 +64,21 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     public var debugDescription: String { description }
     public var customMirror: Mirror { Mirror(self, children: [:]) }
 }
+
+extension Credentials {
+    /// The expiry, or for credentials whose response named none, `lifetimeWithoutExpiry` after
+    /// they were received (`nil` when that is unknown too).
+    package func expiry(orAfterReceipt lifetimeWithoutExpiry: Duration?) -> Date? {
+        expiresAt ?? lifetimeWithoutExpiry.flatMap { lifetime in issuedAt?.addingTimeInterval(lifetime.timeInterval) }
+    }
+
+    /// When a cache stops serving these credentials: `margin` plus `minimumValidity` before
+    /// ``expiry(orAfterReceipt:)``, the two together capped at half the lifetime (so a freshly
+    /// issued token always serves); `nil` when there is no expiry to go by.
+    package func replacementTime(margin: Duration, minimumValidity: Duration = .zero, lifetimeWithoutExpiry: Duration? = nil) -> Date? {
+        guard let expiry = expiry(orAfterReceipt: lifetimeWithoutExpiry) else { return nil }
+        var required = margin.timeInterval + minimumValidity.timeInterval
+        if let issuedAt { required = min(required, expiry.timeIntervalSince(issuedAt) / 2) }
+        return expiry.addingTimeInterval(-required)
+    }
+}

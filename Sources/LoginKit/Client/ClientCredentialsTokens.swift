@@ -144,10 +144,7 @@ public final class ClientCredentialsTokens: Sendable {
     /// A profile of this name holds this client's client-credentials token for this target, or
     /// it is not this object's to use or overwrite.
     private func checkOwnership(of stored: StoredProfile, name: String, target: TokenTarget) throws {
-        func normalized(_ endpoint: String) -> String { endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint }
-        let here = api.source
-        guard stored.source.kind == here.kind, normalized(stored.source.endpoint) == normalized(here.endpoint), stored.source.clientID == here.clientID,
-            stored.attributes["grant"] == "client_credentials", TokenTarget(attributes: stored.attributes).cacheKey == target.cacheKey
+        guard stored.source.isSameProvider(as: api.source), stored.attributes["grant"] == "client_credentials", TokenTarget(attributes: stored.attributes).cacheKey == target.cacheKey
         else {
             throw LoginRequiredError(
                 .sourceMismatch, profile: name,
@@ -172,11 +169,8 @@ public final class ClientCredentialsTokens: Sendable {
             // Checked under the memory's lock: `invalidate` records the token before it takes this
             // lock to remove it, so either this sees the record or that removes what this puts.
             guard !wasInvalidated(credentials.accessToken) else { return }
-            if entries[name] == nil, entries.count >= Self.memoryCapacity {
-                entries = entries.filter { isFresh($0.value.credentials, minimumValidity: .zero) }
-                while entries.count >= Self.memoryCapacity, let oldest = entries.min(by: { $0.value.stored < $1.value.stored })?.key {
-                    entries[oldest] = nil
-                }
+            if entries[name] == nil {
+                entries.makeRoom(capacity: Self.memoryCapacity, isStale: { !isFresh($0.credentials, minimumValidity: .zero) }, age: \.stored)
             }
             entries[name] = (credentials, order)
         }
@@ -186,12 +180,7 @@ public final class ClientCredentialsTokens: Sendable {
     /// `nil` when never (no expiry and no issue time).
     public func replacementTime(of credentials: Credentials, minimumValidity: Duration = .zero) -> Date? {
         // No expiry named: treated as expiring `lifetimeWithoutExpiry` after it was received.
-        guard let expiry = credentials.expiresAt ?? credentials.issuedAt?.addingTimeInterval(Self.lifetimeWithoutExpiry.timeInterval) else {
-            return nil
-        }
-        var required = refreshMargin.timeInterval + minimumValidity.timeInterval
-        if let issued = credentials.issuedAt { required = min(required, expiry.timeIntervalSince(issued) / 2) }
-        return expiry.addingTimeInterval(-required)
+        credentials.replacementTime(margin: refreshMargin, minimumValidity: minimumValidity, lifetimeWithoutExpiry: Self.lifetimeWithoutExpiry)
     }
 
     /// Valid beyond the margin plus `minimumValidity`, both capped at half the token's lifetime.
@@ -199,5 +188,17 @@ public final class ClientCredentialsTokens: Sendable {
     private func isFresh(_ credentials: Credentials, minimumValidity: Duration) -> Bool {
         guard let due = replacementTime(of: credentials, minimumValidity: minimumValidity) else { return false }
         return clock.now < due
+    }
+}
+
+extension Dictionary {
+    /// Makes room for one more entry within `capacity`: first drops the entries `isStale` says,
+    /// then the oldest by `age`. The bound both token caches keep.
+    mutating func makeRoom<Age: Comparable>(capacity: Int, isStale: (Value) -> Bool, age: (Value) -> Age) {
+        guard count >= capacity else { return }
+        self = filter { !isStale($0.value) }
+        while count >= capacity, let oldest = self.min(by: { age($0.value) < age($1.value) })?.key {
+            self[oldest] = nil
+        }
     }
 }

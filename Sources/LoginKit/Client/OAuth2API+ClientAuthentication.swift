@@ -50,7 +50,7 @@ extension OAuth2API {
                 // Audience injection (rfc7523bis): a provider whose discovery names another's token
                 // endpoint would get assertions valid there. The token endpoint must be the issuer's
                 // own origin unless the configuration names it.
-                if configuration.endpoints.token == nil, Self.origin(metadata.tokenEndpoint) != Self.origin(configuration.issuer) {
+                if configuration.endpoints.token == nil, Self.urlOrigin(metadata.tokenEndpoint) != Self.urlOrigin(configuration.issuer) {
                     throw ServerError(
                         .misconfigured,
                         "\(host)'s discovery names a token endpoint on another origin than the issuer; a client assertion for it would be valid there. Set OAuth2API.Configuration.endpoints.token, or clientAssertionAudience to .issuer or .custom")
@@ -82,7 +82,7 @@ extension OAuth2API {
     }
 
     /// `scheme://host:port`, the port made explicit; `nil` for what is not an absolute URL.
-    static func origin(_ url: String) -> String? {
+    static func urlOrigin(_ url: String) -> String? {
         guard let parts = URLParts(url) else { return nil }
         return "\(parts.scheme)://\(parts.host.lowercased()):\(parts.port ?? (parts.scheme == "https" ? 443 : 80))"
     }

@@ -189,11 +189,8 @@ public final class TokenExchanger: Sendable {
         let now = clock.now
         cache.withLock { cache in
             guard cache.generation == generation else { return }
-            if cache.entries.count >= capacity {
-                cache.entries = cache.entries.filter { Self.isFresh($0.value.token.credentials, now: now, margin: margin) }
-            }
-            while cache.entries.count >= capacity, let oldest = cache.entries.min(by: { $0.value.stored < $1.value.stored })?.key {
-                cache.entries[oldest] = nil
+            if cache.entries[key] == nil {
+                cache.entries.makeRoom(capacity: capacity, isStale: { !Self.isFresh($0.token.credentials, now: now, margin: margin) }, age: \.stored)
             }
             cache.counter += 1
             cache.entries[key] = (token, cache.counter)
@@ -202,9 +199,7 @@ public final class TokenExchanger: Sendable {
 
     /// Valid beyond the margin, which is at most half the token's lifetime.
     static func isFresh(_ credentials: Credentials, now: Date, margin: Duration) -> Bool {
-        guard let expiry = credentials.expiresAt else { return false }
-        var seconds = margin.timeInterval
-        if let issued = credentials.issuedAt { seconds = min(seconds, expiry.timeIntervalSince(issued) / 2) }
-        return expiry.timeIntervalSince(now) > seconds
+        guard let due = credentials.replacementTime(margin: margin) else { return false }
+        return now < due
     }
 }

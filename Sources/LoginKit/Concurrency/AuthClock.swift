@@ -26,12 +26,12 @@ public struct SystemClock: AuthClock {
 
 extension Duration {
     /// The duration in seconds, as a `TimeInterval`.
-    var timeInterval: TimeInterval {
+    package var timeInterval: TimeInterval {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
     /// `timeInterval` seconds, clamped to ±10⁹ s (a provider's absurd `expires_in` must not trap).
-    init(timeInterval: TimeInterval) {
+    package init(timeInterval: TimeInterval) {
         guard timeInterval.isFinite else {
             self = .zero
             return

@@ -318,11 +318,7 @@ extension AuthService {
     /// Whether credentials from `source` belong to the provider and client this service's API
     /// talks to: only then may their tokens be sent to it (refresh, revocation).
     func isIssuedHere(_ source: CredentialSource) -> Bool {
-        func normalized(_ endpoint: String) -> String {
-            endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
-        }
-        let here = api.source
-        return here.kind == source.kind && normalized(here.endpoint) == normalized(source.endpoint) && here.clientID == source.clientID
+        api.source.isSameProvider(as: source)
     }
 
     /// "oauth2 https://issuer (client cli)", escaped for messages.

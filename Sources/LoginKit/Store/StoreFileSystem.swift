@@ -21,7 +21,7 @@ struct FileIdentity: Hashable, Sendable {
 
 /// The POSIX operations the file store needs, each failing with a `TokenStoreError` that names
 /// the path and the errno text.
-enum StoreFileSystem {
+package enum StoreFileSystem {
     /// The largest store file read: 16 MiB (a store holds a few KiB per profile).
     static let maximumFileSize = 16 * 1024 * 1024
 
@@ -58,16 +58,25 @@ enum StoreFileSystem {
         guard info.st_uid == geteuid() else {
             throw TokenStoreError(
                 .wrongOwner, path: path,
-                "\(path) belongs to another user (uid \(info.st_uid)); LoginKit only uses token files you own. Move it away or fix its owner."
+                "\(path) belongs to another user (uid \(info.st_uid)); LoginKit only uses private files you own. Move it away or fix its owner."
             )
         }
         let mode = info.st_mode & 0o777
         guard mode & forbiddenBits == 0 else {
             throw TokenStoreError(
                 .insecurePermissions, path: path,
-                "\(path) is accessible by other users (mode \(String(mode, radix: 8))); run `\(fix)` and log in again if you think the tokens leaked."
+                "\(path) is accessible by other users (mode \(String(mode, radix: 8))); run `\(fix)`, and replace what it holds (log in again, or a new key) if you think it leaked."
             )
         }
+    }
+
+    /// A private file's bytes (`nil` when it does not exist), read as the store's own file is: a
+    /// regular file, not a link, the user's own, no access for group or others. The CLI reads its
+    /// private key and token files through this.
+    ///
+    /// - Throws: `TokenStoreError` (`.insecurePermissions`, `.wrongOwner`, `.io`, …).
+    package static func readPrivateFile(_ path: String) throws(TokenStoreError) -> [UInt8]? {
+        try readFile(path)?.1
     }
 
     /// Reads the whole file, checking owner and permissions on the open descriptor.

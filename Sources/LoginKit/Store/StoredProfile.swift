@@ -78,3 +78,12 @@ public struct CredentialSource: Sendable, Hashable, Codable {
         case clientID = "client_id", poolID = "pool_id"
     }
 }
+
+extension CredentialSource {
+    /// Whether `other` names the same kind of API, endpoint (a trailing `/` aside) and client:
+    /// only then may credentials from one be sent to the other (refresh, revocation, reuse).
+    func isSameProvider(as other: CredentialSource) -> Bool {
+        func normalized(_ endpoint: String) -> String { endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint }
+        return kind == other.kind && normalized(endpoint) == normalized(other.endpoint) && clientID == other.clientID
+    }
+}

@@ -86,18 +86,12 @@ package enum Telemetry {
     /// Times and counts a store read or write of the `store` kind.
     static func storeOperation<T>(_ operation: String, store: String, _ body: () throws(TokenStoreError) -> T) throws(TokenStoreError) -> T {
         let start = ContinuousClock.now
-        let outcome: String
-        defer {
-            Counter(label: "loginkit_store_operations_total", dimensions: [("operation", operation), ("outcome", outcome), ("store", store)]).increment()
-            CoreMetrics.Timer(label: "loginkit_store_operation_duration_seconds", dimensions: [("operation", operation), ("store", store)])
-                .recordNanoseconds(nanoseconds(since: start))
-        }
         do {
             let result = try body()
-            outcome = "success"
+            recordStoreOperation(operation, store: store, outcome: "success", since: start)
             return result
         } catch {
-            outcome = "failed"
+            recordStoreOperation(operation, store: store, outcome: "failed", since: start)
             throw error
         }
     }
@@ -105,15 +99,20 @@ package enum Telemetry {
     /// Times and counts an asynchronous store read or write (the fleet store's queries).
     package static func storeOperation<T>(_ operation: String, store: String, _ body: () async throws -> T) async throws -> T {
         let start = ContinuousClock.now
-        var outcome = "failed"
-        defer {
-            Counter(label: "loginkit_store_operations_total", dimensions: [("operation", operation), ("outcome", outcome), ("store", store)]).increment()
-            CoreMetrics.Timer(label: "loginkit_store_operation_duration_seconds", dimensions: [("operation", operation), ("store", store)])
-                .recordNanoseconds(nanoseconds(since: start))
+        do {
+            let result = try await body()
+            recordStoreOperation(operation, store: store, outcome: "success", since: start)
+            return result
+        } catch {
+            recordStoreOperation(operation, store: store, outcome: "failed", since: start)
+            throw error
         }
-        let result = try await body()
-        outcome = "success"
-        return result
+    }
+
+    private static func recordStoreOperation(_ operation: String, store: String, outcome: String, since start: ContinuousClock.Instant) {
+        Counter(label: "loginkit_store_operations_total", dimensions: [("operation", operation), ("outcome", outcome), ("store", store)]).increment()
+        CoreMetrics.Timer(label: "loginkit_store_operation_duration_seconds", dimensions: [("operation", operation), ("store", store)])
+            .recordNanoseconds(nanoseconds(since: start))
     }
 
     private static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {

@@ -87,11 +87,8 @@ public struct SigningKey: Sendable, CustomStringConvertible {
             }
         case "EC":
             let curve = try text("crv")
-            let (group, size): (String, Int)
-            switch curve {
-            case "P-256": (group, size) = ("prime256v1", 32)
-            case "P-384": (group, size) = ("secp384r1", 48)
-            default: throw CryptoError(.invalidKey, "unsupported EC curve \"\(printableExcerpt(curve ?? "none"))\"; P-256 and P-384 are supported")
+            guard let (group, size) = JWK.ecGroup(curve) else {
+                throw CryptoError(.invalidKey, "unsupported EC curve \"\(printableExcerpt(curve ?? "none"))\"; P-256 and P-384 are supported")
             }
             let (x, y, d) = try (bytes("x"), bytes("y"), bytes("d"))
             guard x.count == size, y.count == size, d.count == size else {

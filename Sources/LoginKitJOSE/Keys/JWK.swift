@@ -92,11 +92,8 @@ public struct JWK: Sendable {
             publicMembers["n"] = .string(Base64URL.encode(modulus))
             publicMembers["e"] = .string(Base64URL.encode(exponent))
         case .ec:
-            let (groupName, size): (String, Int)
-            switch curve {
-            case "P-256": (groupName, size) = ("prime256v1", 32)
-            case "P-384": (groupName, size) = ("secp384r1", 48)
-            default: throw Self.invalid("unsupported EC curve \"\(printableExcerpt(curve ?? "none"))\"; P-256 and P-384 are supported")
+            guard let (groupName, size) = Self.ecGroup(curve) else {
+                throw Self.invalid("unsupported EC curve \"\(printableExcerpt(curve ?? "none"))\"; P-256 and P-384 are supported")
             }
             let x = try coordinate("x")
             let y = try coordinate("y")
@@ -163,6 +160,15 @@ public struct JWK: Sendable {
             members["x"] = .string(Base64URL.encode(x))
         }
         try self.init(json: .object(members))
+    }
+
+    /// OpenSSL's group name and the coordinate size in bytes of a JWK `crv`: P-256 and P-384.
+    static func ecGroup(_ curve: String?) -> (group: String, size: Int)? {
+        switch curve {
+        case "P-256": ("prime256v1", 32)
+        case "P-384": ("secp384r1", 48)
+        default: nil
+        }
     }
 
     /// For a key without `alg`: the algorithm it first verified a signature with, the only one it

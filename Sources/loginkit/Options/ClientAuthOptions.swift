@@ -104,29 +104,12 @@ struct ClientAuthOptions: ParsableArguments {
         }
     }
 
-    /// The contents of `path` (at most 64 KiB), a regular file of the user's own that no one else
-    /// may read: refused otherwise (exit 1), as a readable store is. Links are not followed.
+    /// A private file of the user's own: refused (exit 1) when others may read it or it is not
+    /// theirs, as a readable store is; exit 2 when it does not exist.
     static func readPrivateFile(_ path: String, what: String) throws -> [UInt8] {
-        let shown = "\(what) \(Terminal.printable(path, limit: 300))"
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else { throw CLIFailure(exitCode: 2, "cannot open \(shown): \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { throw CLIFailure(exitCode: 2, "\(shown) is not a regular file") }
-        guard status.st_uid == geteuid(), status.st_mode & 0o077 == 0 else {
-            let problem = status.st_uid == geteuid() ? "readable by others (mode \(String(status.st_mode & 0o777, radix: 8)))" : "not your own"
-            throw CLIFailure(exitCode: 1, "\(shown) is \(problem); make it yours with mode 600 (chmod 600) first")
+        guard let bytes = try StoreFileSystem.readPrivateFile(path) else {
+            throw CLIFailure(exitCode: 2, "\(what) \(Terminal.printable(path, limit: 300)) does not exist")
         }
-        guard status.st_size <= 64 * 1024 else { throw CLIFailure(exitCode: 2, "\(shown) is larger than 64 KiB") }
-        var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
-        var filled = 0
-        while filled < bytes.count {
-            let count = bytes[filled...].withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            filled += count
-        }
-        bytes.removeSubrange(filled...)
         return bytes
     }
 }
