@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL cluster on 127.0.0.1 for the tests (Debian's server binaries; no Docker).
 #
-#   pg-cluster.sh create      initdb + start on a free port; prints "<dir> <port>"
+#   pg-cluster.sh create      initdb + start on a free port, TLS on (CA: <dir>/tls/ca.pem); prints "<dir> <port>"
 #   pg-cluster.sh stop DIR    stops the server (fast shutdown: clients are disconnected)
 #   pg-cluster.sh start DIR   starts it again on the same port
 #   pg-cluster.sh destroy DIR stops it if running and removes DIR
@@ -37,6 +37,21 @@ create)
         cat "$dir/initdb.log" >&2
         exit 1
     fi
+    # TLS for the sslmode tests: a throwaway CA ($dir/tls/ca.pem) and a server certificate for
+    # the name localhost only (so that verify-full to 127.0.0.1 must fail). Clients still choose.
+    mkdir "$dir/tls"
+    (
+        cd "$dir/tls"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 2 \
+            -subj "/CN=LoginKit test CA" -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr -subj "/CN=localhost"
+        printf 'subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext
+        rm ca.key server.csr server.ext
+        chmod 600 server.key
+        chmod 644 ca.pem
+    ) >"$dir/tls.log" 2>&1 || { cat "$dir/tls.log" >&2; exit 1; }
+    if [ "$(id -u)" = 0 ]; then chown -R postgres: "$dir/tls"; fi
     # Loopback only; the tests check locking, not durability, so the cluster skips fsync.
     cat >>"$dir/data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
@@ -46,6 +61,9 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 max_connections = 100
+ssl = on
+ssl_cert_file = '$dir/tls/server.pem'
+ssl_key_file = '$dir/tls/server.key'
 CONF
     start "$dir"
     echo "$dir $port"

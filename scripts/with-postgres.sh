@@ -8,5 +8,6 @@ read -r dir port < <(scripts/pg-cluster.sh create)
 cleanup() { scripts/pg-cluster.sh destroy "$dir"; }
 trap cleanup EXIT INT TERM
 export LOGINKIT_TEST_POSTGRES_URL="postgres://loginkit@127.0.0.1:$port/postgres"
+export LOGINKIT_TEST_POSTGRES_CA="$dir/tls/ca.pem"  # the CA of the cluster's certificate (name: localhost)
 export LOGINKIT_TEST_PG_CLUSTER="$PWD/scripts/pg-cluster.sh"
 "$@"

@@ -26,9 +26,15 @@ import LoginKitHTTP
 ///   and a row copied to another profile does not open.
 /// - The database unreachable, or not answering within `operationTimeout` → `TokenStoreError`
 ///   `.unavailable`; `AuthService` then keeps serving a token that is still valid.
+/// - While ``run()`` listens (`LISTEN`/`NOTIFY`), reads are served from memory and `AuthService`'s
+///   token calls do not query at all; any committed change to a row drops what memory had of it.
+/// - A row that does not decode is moved to the `loginkit_quarantine` table the next time it is
+///   read under the lock (a login, a refresh), logged, and listed by ``quarantinedRows()``;
+///   never deleted.
 ///
 /// The `PostgresClient` is the caller's: its pool size and connect timeout are its configuration,
-/// and its `run()` must be running (``withStore(_:configuration:_:)`` does both for you).
+/// and its `run()` must be running (``withStore(_:configuration:_:)`` does both for you, and runs
+/// the store's ``run()`` too).
 public final class PostgresTokenStore: TokenStore {
     /// Where and how the store keeps its rows.
     public struct Configuration: Sendable {
@@ -50,6 +56,9 @@ public final class PostgresTokenStore: TokenStore {
         /// side (PostgreSQL enforces its `lock_timeout` in real time). Default `SystemClock()`; tests
         /// pass a manual clock so that a timeout fires without waiting in real time.
         public var clock: any AuthClock = SystemClock()
+        /// Whether ``withStore(_:configuration:_:)`` runs the store's ``run()``, which serves reads
+        /// from memory between notifications of change. Default `true`; `false`: every read is a query.
+        public var readsFromMemory = true
 
         /// The default configuration: table `loginkit_profiles`, namespace `default`, 10 s to reach
         /// the database, 120 s to wait for a lock.
@@ -62,8 +71,15 @@ public final class PostgresTokenStore: TokenStore {
     public let configuration: Configuration
     private let key: SymmetricKey?
     private let table: String
-    /// Rows decoded before, by name: a read whose version did not change skips opening the payload.
-    private let decoded = LockedState<[String: (version: Int64, profile: StoredProfile)]>([:])
+    /// The quarantine table, in the same schema as ``Configuration/table``.
+    let quarantineTable: String
+    /// The channel the table's trigger notifies on.
+    let channel: String
+    /// What reads serve from memory while ``run()`` listens.
+    package let changes = StoreChanges()
+    /// Rows decoded before, by name: a read of the same row (every column the same, not only the
+    /// version: a writer outside LoginKit may not bump it) skips opening the payload.
+    private let decoded = LockedState<[String: (row: Row, profile: StoredProfile)]>([:])
 
     /// The row format this code writes; a row with a newer one is refused, never overwritten.
     public static let format: Int32 = 1
@@ -86,11 +102,13 @@ public final class PostgresTokenStore: TokenStore {
         self.client = client
         self.configuration = configuration
         self.table = parts.map { "\"\($0.lowercased())\"" }.joined(separator: ".")
+        self.quarantineTable = (parts.dropLast().map { "\"\($0.lowercased())\"" } + ["\"loginkit_quarantine\""]).joined(separator: ".")
+        self.channel = Self.channel(for: self.table)
         self.key = try configuration.sealing.resolveKey(environment: ProcessInfo.processInfo.environment)
     }
 
     /// Runs `body` with a store on a client of its own (run for `body`'s duration, closed after),
-    /// after ``migrate()``.
+    /// after ``migrate()``, with the store's ``run()`` serving reads from memory.
     public static func withStore<T>(
         _ connection: PostgresClient.Configuration, configuration: Configuration = Configuration(),
         isolation: isolated (any Actor)? = #isolation,
@@ -102,6 +120,7 @@ public final class PostgresTokenStore: TokenStore {
             group.addTask { await client.run() }
             defer { group.cancelAll() }
             try await store.migrate()
+            if configuration.readsFromMemory { group.addTask { await store.run() } }
             return try await body(store)
         }
     }
@@ -126,15 +145,78 @@ public final class PostgresTokenStore: TokenStore {
         """
     }
 
-    /// Creates the table when missing. Idempotent; concurrent callers serialise on an advisory lock
-    /// (concurrent `CREATE TABLE IF NOT EXISTS` alone can fail on PostgreSQL's catalog).
+    /// The quarantine table (one per schema, shared by the profile tables in it): rows that did not
+    /// decode, moved aside with why and when, never deleted by LoginKit.
+    public var quarantineSchema: String {
+        """
+        CREATE TABLE IF NOT EXISTS \(quarantineTable) (
+            id             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            source_table   text        NOT NULL,
+            namespace      text        NOT NULL,
+            name           text        NOT NULL,
+            format         integer     NOT NULL,
+            sealed         boolean     NOT NULL,
+            payload        bytea       NOT NULL,
+            version        bigint      NOT NULL,
+            updated_at     timestamptz NOT NULL,
+            quarantined_at timestamptz NOT NULL DEFAULT now(),
+            reason         text        NOT NULL
+        )
+        """
+    }
+
+    /// The trigger function that notifies ``run()``'s listeners of every committed change to a row
+    /// (`[namespace, name]`) or to the whole table (`[]`, on `TRUNCATE`).
+    var notifyFunction: (name: String, definition: String) {
+        let name = (table.split(separator: ".").dropLast().map(String.init) + ["\"\(channel)_notify\""]).joined(separator: ".")
+        let definition = """
+            CREATE OR REPLACE FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS $loginkit$
+            BEGIN
+                IF TG_OP = 'TRUNCATE' THEN
+                    PERFORM pg_notify('\(channel)', '[]');
+                ELSIF TG_OP = 'DELETE' THEN
+                    PERFORM pg_notify('\(channel)', json_build_array(OLD.namespace, OLD.name)::text);
+                ELSE
+                    PERFORM pg_notify('\(channel)', json_build_array(NEW.namespace, NEW.name)::text);
+                END IF;
+                RETURN NULL;
+            END
+            $loginkit$
+            """
+        return (name, definition)
+    }
+
+    /// Creates the table, the quarantine table and the change trigger when missing. Idempotent;
+    /// concurrent callers serialise on an advisory lock (concurrent `CREATE TABLE IF NOT EXISTS`
+    /// alone can fail on PostgreSQL's catalog). The triggers are created only when missing, so a
+    /// migration at start-up never waits for another host's transaction on the table.
     public func migrate() async throws {
-        let schema = self.schema
-        let lockName = "loginkit:migrate:\(table)"
+        let statements = [schema, quarantineSchema, notifyFunction.definition]
+        let function = notifyFunction.name
+        // One lock per schema: the quarantine table is shared by the profile tables in it.
+        let lockName = "loginkit:migrate:\(quarantineTable)"
+        let table = self.table
         try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
             try await client.withTransaction(logger: logger) { connection in
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName), 0))", logger: logger)
-                try await connection.query(PostgresQuery(unsafeSQL: schema), logger: logger)
+                for statement in statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                var existing: Set<String> = []
+                let triggers = try await connection.query(
+                    "SELECT tgname::text FROM pg_trigger WHERE tgrelid = to_regclass(\(table)) AND tgname IN ('loginkit_notify', 'loginkit_notify_truncate')",
+                    logger: logger)
+                for try await name in triggers.decode(String.self) { existing.insert(name) }
+                if !existing.contains("loginkit_notify") {
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "CREATE TRIGGER loginkit_notify AFTER INSERT OR UPDATE OR DELETE ON \(table) FOR EACH ROW EXECUTE FUNCTION \(function)()"),
+                        logger: logger)
+                }
+                if !existing.contains("loginkit_notify_truncate") {
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "CREATE TRIGGER loginkit_notify_truncate AFTER TRUNCATE ON \(table) FOR EACH STATEMENT EXECUTE FUNCTION \(function)()"),
+                        logger: logger)
+                }
             }
         }
     }
@@ -142,6 +224,8 @@ public final class PostgresTokenStore: TokenStore {
     // MARK: Reads
 
     public func profile(named name: String) async throws -> StoredProfile? {
+        if let served = changes.cached(name) { return served }
+        let generation = changes.beginRead()
         let query: PostgresQuery = "SELECT name, format, sealed, payload, version FROM \(unescaped: table) WHERE namespace = \(configuration.namespace) AND name = \(name)"
         let rows = try await Telemetry.storeOperation("read", store: "postgres") {
             try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
@@ -150,9 +234,12 @@ public final class PostgresTokenStore: TokenStore {
         }
         guard let row = rows[name] else {
             decoded.withLock { _ = $0.removeValue(forKey: name) }
+            changes.remember(nil, as: name, readUnder: generation)
             return nil
         }
-        return try open(row, name: name)
+        let profile = try open(row, name: name)
+        changes.remember(profile, as: name, readUnder: generation)
+        return profile
     }
 
     public func profileNames() async throws -> [String] {
@@ -175,7 +262,7 @@ public final class PostgresTokenStore: TokenStore {
     }
 
     /// A row as stored.
-    struct Row: Sendable {
+    struct Row: Sendable, Equatable {
         var format: Int32
         var sealed: Bool
         var payload: [UInt8]
@@ -187,6 +274,14 @@ public final class PostgresTokenStore: TokenStore {
         case insert(name: String, Row)
         case update(name: String, Row, expected: Int64)
         case delete(name: String, expected: Int64)
+        /// Moves a row that did not decode to the quarantine table.
+        case quarantine(name: String, expected: Int64, reason: String)
+
+        var name: String {
+            switch self {
+            case .insert(let name, _), .update(let name, _, _), .delete(let name, _), .quarantine(let name, _, _): name
+            }
+        }
     }
 
     /// Runs the transaction on a task of its own and `body` here, in the caller's isolation: the
@@ -225,14 +320,27 @@ public final class PostgresTokenStore: TokenStore {
             }
             timer.cancel()
 
+            // A row that does not decode reads as absent and is moved to the quarantine table in
+            // this transaction, whatever the body does (as the file store's corrupt file, it is
+            // kept: never overwritten, never deleted).
             var profiles: [String: StoredProfile] = [:]
-            for (name, row) in rows { profiles[name] = try open(row, name: name) }
+            var writes: [Write] = []
+            var recovered: TokenStoreError?
+            for (name, row) in rows.sorted(by: { $0.key < $1.key }) {
+                do {
+                    profiles[name] = try open(row, name: name)
+                } catch let error as TokenStoreError where error.code == .corrupt {
+                    recovered = recovered ?? error
+                    writes.append(.quarantine(name: name, expected: row.version, reason: "the payload does not decode as a profile (row format \(row.format), \(row.sealed ? "sealed" : "not sealed"))"))
+                }
+            }
             var transaction = TokenStoreTransaction(profiles: profiles, scope: scope)
+            transaction.recoveredFrom = recovered
             let result = try await body(&transaction)
             try transaction.checkScope(store: location)
-            var writes: [Write] = []
+            let quarantined = Set(writes.map(\.name))
             for name in transaction.changedNames {
-                let expected = rows[name]?.version
+                let expected = quarantined.contains(name) ? nil : rows[name]?.version
                 if let profile = transaction[name] {
                     let row = try seal(profile, name: name, version: (expected ?? 0) + 1)
                     writes.append(expected.map { .update(name: name, row, expected: $0) } ?? .insert(name: name, row))
@@ -251,11 +359,13 @@ public final class PostgresTokenStore: TokenStore {
                 throw mapped(error)
             }
             decoded.withLock { cache in
-                for write in writes {
-                    switch write {
-                    case .insert(let name, _), .update(let name, _, _), .delete(let name, _): cache[name] = nil
-                    }
-                }
+                for write in writes { cache[write.name] = nil }
+            }
+            changes.invalidate(writes.map(\.name))
+            for name in quarantined.sorted() {
+                configuration.logger.warning(
+                    "a profile row that does not decode was moved to the quarantine table",
+                    metadata: ["profile": "\(name)", "table": "\(configuration.table)", "namespace": "\(configuration.namespace)", "quarantine": "\(quarantineTable)"])
             }
             return result
         }
@@ -321,6 +431,16 @@ public final class PostgresTokenStore: TokenStore {
         case .delete(let profile, let expected):
             name = profile
             query = "DELETE FROM \(unescaped: table) WHERE namespace = \(namespace) AND name = \(profile) AND version = \(expected) RETURNING version"
+        case .quarantine(let profile, let expected, let reason):
+            name = profile
+            let source = configuration.table
+            query = """
+                WITH moved AS (
+                    DELETE FROM \(unescaped: table) WHERE namespace = \(namespace) AND name = \(profile) AND version = \(expected)
+                    RETURNING namespace, name, format, sealed, payload, version, updated_at)
+                INSERT INTO \(unescaped: quarantineTable) (source_table, namespace, name, format, sealed, payload, version, updated_at, reason)
+                SELECT \(source), namespace, name, format, sealed, payload, version, updated_at, \(reason) FROM moved RETURNING version
+                """
         }
         var count = 0
         for try await _ in try await connection.query(query, logger: logger).decode(Int64.self) { count += 1 }
@@ -362,7 +482,7 @@ public final class PostgresTokenStore: TokenStore {
     }
 
     private func open(_ row: Row, name: String) throws(TokenStoreError) -> StoredProfile {
-        if let cached = decoded.withLock({ $0[name] }), cached.version == row.version { return cached.profile }
+        if let cached = decoded.withLock({ $0[name] }), cached.row == row { return cached.profile }
         guard row.format <= Self.format else {
             throw TokenStoreError(
                 .unsupportedVersion, path: location,
@@ -384,16 +504,16 @@ public final class PostgresTokenStore: TokenStore {
         guard let profile = try? decoder.decode(StoredProfile.self, from: Data(json)) else {
             throw TokenStoreError(
                 .corrupt, path: location,
-                "profile \"\(name)\" is not a readable profile; remove it with DELETE FROM \(table) WHERE namespace = \(sqlLiteral(configuration.namespace)) AND name = \(sqlLiteral(name))")
+                "profile \"\(name)\" is not a readable profile; the next login or refresh moves it to the table \(quarantineTable) (it is kept there, not deleted)")
         }
-        decoded.withLock { $0[name] = (row.version, profile) }
+        decoded.withLock { $0[name] = (row, profile) }
         return profile
     }
 
     // MARK: Errors and deadlines
 
     /// Runs `operation`, failing with `.unavailable` when it takes longer than `timeout`.
-    private func withDeadline<R: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> R) async throws -> R {
+    func withDeadline<R: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> R) async throws -> R {
         let location = self.location
         let clock = configuration.clock
         do {
@@ -415,7 +535,7 @@ public final class PostgresTokenStore: TokenStore {
     }
 
     /// A PostgresNIO error as a `TokenStoreError` that says what to do; others unchanged.
-    private func mapped(_ error: any Error) -> any Error {
+    func mapped(_ error: any Error) -> any Error {
         switch error {
         case is TokenStoreError, is CancellationError:
             return error

@@ -16,16 +16,22 @@ import Darwin
 extension PostgresTokenStore {
     /// A client configuration from a `postgres://user:password@host:port/database?sslmode=…` URL.
     ///
-    /// `sslmode`: `disable`, `prefer`, or `require`/`verify-full` (TLS with the certificate and host
-    /// name verified against the system's CAs). Without it: `disable` for a loopback host
-    /// (`localhost`, an IPv4 address in `127.0.0.0/8`, `::1`), `require` for any other — a token
-    /// store does not talk in clear over a network by default. A name that merely starts like an
-    /// address (`127.db.example.com`) is not loopback. The pool is bounded by `maximumConnections`
-    /// (default 4 here) and connecting by `connectTimeout` (default 5 s here); change them on the
-    /// result.
+    /// Parameters, as libpq names them:
+    /// - `sslmode`: `disable`; `prefer`/`allow` (TLS when the server offers it); `require` and
+    ///   `verify-full` (TLS with the certificate chain *and* the host name verified — stricter than
+    ///   libpq's `require`, which verifies nothing); `verify-ca` (the chain verified, not the name).
+    ///   Without it: `disable` for a loopback host (`localhost`, an IPv4 address in `127.0.0.0/8`,
+    ///   `::1`), `require` for any other — a token store does not talk in clear over a network by
+    ///   default. A name that merely starts like an address (`127.db.example.com`) is not loopback.
+    /// - `sslrootcert`: a PEM file of the CAs to trust instead of the system's (`system`: the system's).
+    /// - `connect_timeout`: seconds (default 5 here). `application_name`: shown in `pg_stat_activity`.
     ///
-    /// - Throws: `TokenStoreError` `.io` for a URL that is not a PostgreSQL URL (the message
-    ///   never repeats the password).
+    /// Any other parameter is refused rather than ignored (client certificates, `sslcert`/`sslkey`,
+    /// are not supported). The pool is bounded by `maximumConnections` (default 4 here); change it
+    /// on the result.
+    ///
+    /// - Throws: `TokenStoreError` `.io` for a URL that is not a PostgreSQL URL, an unknown
+    ///   parameter or a CA file that cannot be read (the message never repeats the password).
     public static func connection(url text: String) throws(TokenStoreError) -> PostgresClient.Configuration {
         guard let url = URLComponents(string: text), url.scheme == "postgres" || url.scheme == "postgresql",
             let written = url.host, !written.isEmpty, let user = url.user, !user.isEmpty
@@ -34,20 +40,47 @@ extension PostgresTokenStore {
         }
         let host = unbracketed(written)
         let database = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
-        let mode = url.queryItems?.first { $0.name == "sslmode" }?.value
+        var parameters: [String: String] = [:]
+        for item in url.queryItems ?? [] {
+            guard ["sslmode", "sslrootcert", "connect_timeout", "application_name"].contains(item.name) else {
+                throw TokenStoreError(
+                    .io, path: "PostgreSQL URL",
+                    "the URL parameter \"\(item.name)\" is not supported (supported: sslmode, sslrootcert, connect_timeout, application_name)")
+            }
+            parameters[item.name] = item.value ?? ""
+        }
+        var verification = TLSConfiguration.makeClientConfiguration()
+        if let roots = parameters["sslrootcert"], roots != "system" {
+            guard !roots.isEmpty, access(roots, R_OK) == 0 else {
+                throw TokenStoreError(.io, path: "PostgreSQL URL", "sslrootcert \"\(roots)\" does not exist or cannot be read")
+            }
+            verification.trustRoots = .file(roots)
+        }
         let tls: PostgresClient.Configuration.TLS
-        switch mode ?? defaultSSLMode(host: host) {
+        switch parameters["sslmode"] ?? defaultSSLMode(host: host) {
         case "disable": tls = .disable
-        case "prefer", "allow": tls = .prefer(.makeClientConfiguration())
-        case "require", "verify-ca", "verify-full": tls = .require(.makeClientConfiguration())
+        case "prefer", "allow": tls = .prefer(verification)
+        case "require", "verify-full": tls = .require(verification)
+        case "verify-ca":
+            verification.certificateVerification = .noHostnameVerification
+            tls = .require(verification)
         case let other:
-            throw TokenStoreError(.io, path: "PostgreSQL URL", "sslmode \(other) is not one of disable, prefer, require, verify-full")
+            throw TokenStoreError(.io, path: "PostgreSQL URL", "sslmode \(other) is not one of disable, allow, prefer, require, verify-ca, verify-full")
         }
         var configuration = PostgresClient.Configuration(
             host: host, port: url.port ?? 5432, username: user, password: url.password,
             database: database.isEmpty ? nil : database, tls: tls)
         configuration.options.maximumConnections = 4
         configuration.options.connectTimeout = .seconds(5)
+        if let timeout = parameters["connect_timeout"] {
+            guard let seconds = Int(timeout), (1...3600).contains(seconds) else {
+                throw TokenStoreError(.io, path: "PostgreSQL URL", "connect_timeout must be a number of seconds from 1 to 3600")
+            }
+            configuration.options.connectTimeout = .seconds(Int64(seconds))
+        }
+        if let name = parameters["application_name"], !name.isEmpty {
+            configuration.options.additionalStartupParameters.append(("application_name", name))
+        }
         return configuration
     }
 

@@ -15,20 +15,20 @@ import Darwin
 /// and after its result is visible to readers; a change made elsewhere (another instance, another
 /// process) changes it within the store's staleness bound. Read the stamp *before* reading the
 /// profile it is to vouch for.
-protocol TokenStoreChangeStamp: TokenStore {
+package protocol TokenStoreChangeStamp: TokenStore {
     nonisolated func changeStamp() -> UInt64
 }
 
 extension IDTokenStore: TokenStoreChangeStamp {
     /// Bumped by this store's own writes at once, and by another writer's within
     /// ``StoreFileWatch/defaultRecheckInterval`` (one `stat` per interval at most, not one per call).
-    nonisolated func changeStamp() -> UInt64 {
+    package nonisolated func changeStamp() -> UInt64 {
         fileWatch.stamp()
     }
 }
 
 extension InMemoryTokenStore: TokenStoreChangeStamp {
-    nonisolated func changeStamp() -> UInt64 {
+    package nonisolated func changeStamp() -> UInt64 {
         generation.withLock { $0 }
     }
 }

@@ -112,7 +112,7 @@ public struct TokenStoreTransaction: Sendable {
 
     /// When the stored file was corrupt: the error that reading it gave. The profiles then start
     /// empty, and saving moves the corrupt file aside before writing.
-    public internal(set) var recoveredFrom: TokenStoreError?
+    public package(set) var recoveredFrom: TokenStoreError?
 
     /// Whether anything changed since the transaction began.
     public var hasChanges: Bool { profiles != original }
