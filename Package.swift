@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "LoginKitPostgres", targets: ["LoginKitPostgres"]),
         .library(name: "LoginKitLifecycle", targets: ["LoginKitLifecycle"]),
         .executable(name: "loginkit", targets: ["loginkit"]),
+        .executable(name: "loginkit-fleet", targets: ["loginkit-fleet"]),
         // The dev identity provider on its own, so that `loginkit` links no server framework.
         .executable(name: "loginkit-dev-server", targets: ["loginkit-dev-server"]),
         // The fuzzers' entry points (Fuzz/ builds them with libFuzzer); not for applications.
@@ -142,11 +143,23 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "loginkit",
+        // The CLI's commands, shared by `loginkit` and `loginkit-fleet`; in no product of its own.
+        .target(
+            name: "LoginKitCommandLine",
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitViewModel", "CProcessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "loginkit", dependencies: ["LoginKitCommandLine"], swiftSettings: strict),
+        // `loginkit` with postgres:// stores (LoginKitPostgres, on swift-nio); `loginkit` execs it.
+        .executableTarget(
+            name: "loginkit-fleet",
+            dependencies: [
+                "LoginKitCommandLine", "LoginKit", "LoginKitHTTP", "LoginKitPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -206,7 +219,10 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitTestSupport"],
+            dependencies: [
+                "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitTestSupport", "LoginKitPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

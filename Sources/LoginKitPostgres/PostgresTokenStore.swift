@@ -186,6 +186,28 @@ public final class PostgresTokenStore: TokenStore {
         return (name, definition)
     }
 
+    /// Whether payloads are sealed (a key is configured).
+    public var isSealed: Bool { key != nil }
+
+    /// ``migrate()`` when the table, the quarantine table or the change triggers are missing; when
+    /// all are there, one read-only query (no lock, no DDL: a role that may not create tables can
+    /// use a table set up once by its owner).
+    public func migrateWhenMissing() async throws {
+        let (table, quarantine) = (self.table, quarantineTable)
+        let complete = try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
+            let rows = try await client.query(
+                """
+                SELECT to_regclass(\(table)) IS NOT NULL AND to_regclass(\(quarantine)) IS NOT NULL
+                    AND (SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(\(table))
+                         AND tgname IN ('loginkit_notify', 'loginkit_notify_truncate')) = 2
+                """, logger: logger)
+            var complete = false
+            for try await value in rows.decode(Bool.self) { complete = value }
+            return complete
+        }
+        if !complete { try await migrate() }
+    }
+
     /// Creates the table, the quarantine table and the change trigger when missing. Idempotent;
     /// concurrent callers serialise on an advisory lock (concurrent `CREATE TABLE IF NOT EXISTS`
     /// alone can fail on PostgreSQL's catalog). The triggers are created only when missing, so a

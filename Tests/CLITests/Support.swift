@@ -19,8 +19,8 @@ struct Run {
     var all: String { stdout + stderr }
 }
 
-/// Runs `loginkit` with `arguments`, feeding `input` to stdin; waits for it to exit.
-func loginkit(_ arguments: [String], input: String? = nil, environment: [String: String] = [:]) async throws -> Run {
+/// Runs `loginkit` (or another `executable`) with `arguments`, feeding `input` to stdin; waits for it to exit.
+func loginkit(_ arguments: [String], input: String? = nil, environment: [String: String] = [:], executable: String? = nil) async throws -> Run {
     var base = ProcessInfo.processInfo.environment
     let trust = ["LOGINKIT_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"]
     for name in ["LOGINKIT_STORE", "LOGINKIT_PROFILE", "LOGINKIT_ISSUER", "LOGINKIT_CLIENT_ID", "LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY", "LOGINKIT_LOG_LEVEL"] + trust {
@@ -28,7 +28,7 @@ func loginkit(_ arguments: [String], input: String? = nil, environment: [String:
     }
     let stdin = try TestPipe(), stdout = try TestPipe(), stderr = try TestPipe()
     let process = try SpawnedProcess(
-        try loginkitPath(), arguments, environment: base.merging(environment) { $1 },
+        try executable ?? loginkitPath(), arguments, environment: base.merging(environment) { $1 },
         stdin: .descriptor(stdin.readEnd), stdout: .descriptor(stdout.writeEnd), stderr: .descriptor(stderr.writeEnd))
     close(stdin.readEnd)
     close(stdout.writeEnd)

@@ -81,7 +81,7 @@ extension TokenCommand {
     /// Logs in with `--login`'s mode, then returns the token. Unless a scope was given or
     /// remembered, the login asks for the default scope for what discovery advertises (through a
     /// new API: the profile remembers the scope its API was configured with).
-    func issuedAfterLogin(provider: Provider, store: IDTokenStore, transport: any HTTPTransport) async throws -> Issued {
+    func issuedAfterLogin(provider: Provider, store: any TokenStore, transport: any HTTPTransport) async throws -> Issued {
         var api = provider.api
         if provider.scope == nil, let configuration = provider.configuration {
             api = try await InteractiveLogin.api(configuration, scope: nil, probe: provider.api as? OAuth2API, transport: transport)
@@ -93,7 +93,7 @@ extension TokenCommand {
         return try result.get()
     }
 
-    private func logInAndIssue(service: AuthService, api: OAuth2API?, store: IDTokenStore) async throws -> Issued {
+    private func logInAndIssue(service: AuthService, api: OAuth2API?, store: any TokenStore) async throws -> Issued {
         // Another `token --login` process may have logged in since this one looked: take its session.
         let seen = try await store.profile(named: storeOptions.profileName)
         do {
@@ -125,7 +125,7 @@ extension TokenCommand {
     }
 
     /// Removes profile `name` if it is still `profile`.
-    private static func remove(_ profile: StoredProfile?, from store: IDTokenStore, profile name: String) async throws {
+    private static func remove(_ profile: StoredProfile?, from store: any TokenStore, profile name: String) async throws {
         guard let profile else { return }
         try await store.withExclusiveAccess(to: name) { transaction in
             if transaction[name] == profile { transaction[name] = nil }

@@ -123,7 +123,7 @@ struct LoginCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures {
-            let store = try storeOptions.openStore()
+            let store = try await storeOptions.openStore().store
             let environment = ProcessInfo.processInfo.environment
             let clientConfiguration = try networkOptions.clientConfiguration()
             try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
@@ -220,7 +220,7 @@ struct LoginCommand: AsyncParsableCommand {
         return user
     }
 
-    private func report(user: User?, store: IDTokenStore, issuer: String) async throws {
+    private func report(user: User?, store: any TokenStore, issuer: String) async throws {
         let profile = try await store.profile(named: storeOptions.profileName)
         // Unverified, the token's claims are whatever the server wrote: name the user as given instead.
         let unverified = loginURL != nil && insecureSkipIDTokenVerification

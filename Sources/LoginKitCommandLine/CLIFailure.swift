@@ -6,12 +6,12 @@ import Foundation
 import LoginKit
 
 /// A failure the CLI reports as one line on stderr and an exit code from the contract.
-struct CLIFailure: Error {
-    let exitCode: Int32
-    let message: String
-    let detail: String?
+package struct CLIFailure: Error {
+    package let exitCode: Int32
+    package let message: String
+    package let detail: String?
 
-    init(exitCode: Int32, _ message: String, detail: String? = nil) {
+    package init(exitCode: Int32, _ message: String, detail: String? = nil) {
         self.exitCode = exitCode
         self.message = message
         self.detail = detail
@@ -73,7 +73,7 @@ struct CLIFailure: Error {
         return flags.reduce(message) { text, pair in text.replacing(pair.0, with: pair.1) }
     }
 
-    static func usage(_ message: String) -> CLIFailure {
+    package static func usage(_ message: String) -> CLIFailure {
         CLIFailure(exitCode: 2, message)
     }
 

@@ -4,14 +4,19 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import LoginKit
+package import LoginKit
+import LoginKitHTTP
 
 /// `--profile`, `--store`, `--verbose`: shared by every command that touches the store.
 struct StoreOptions: ParsableArguments {
     @Option(help: "The profile to use (default: $LOGINKIT_PROFILE, else \"default\").")
     var profile: String?
 
-    @Option(help: "The token store file (default: $LOGINKIT_STORE, else $XDG_STATE_HOME/loginkit/tokens.json).")
+    @Option(
+        help: """
+            The token store: a file (default: $LOGINKIT_STORE, else $XDG_STATE_HOME/loginkit/tokens.json), \
+            or a postgres:// URL (run by loginkit-fleet; the password goes in PGPASSWORD or $LOGINKIT_STORE).
+            """)
     var store: String?
 
     @Flag(help: "Print more detail about failures.")
@@ -22,14 +27,101 @@ struct StoreOptions: ParsableArguments {
     /// Flags beat variables.
     var profileName: String { profile ?? environment["LOGINKIT_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default" }
 
-    func openStore() throws -> IDTokenStore {
+    /// What opens `postgres://` stores in this executable (`loginkit-fleet`); `nil` in `loginkit`.
+    private static let fleetOpener = LockedState<(any FleetStoreOpener)?>(nil)
+    static var fleet: (any FleetStoreOpener)? {
+        get { fleetOpener.withLock { $0 } }
+        set { fleetOpener.withLock { $0 = newValue } }
+    }
+
+    /// Opens the store: `--store`, else `LOGINKIT_STORE`, else the default file.
+    func openStore() async throws -> CommandLineStore {
         Terminal.verbose = verbose
+        let given = store ?? environment["LOGINKIT_STORE"].flatMap { $0.isEmpty ? nil : $0 }
+        if let given, Self.isRemote(given) {
+            guard let fleet = Self.fleet else {
+                throw CLIFailure(exitCode: 1, "a postgres:// store is opened by loginkit-fleet, which this loginkit did not hand over to; run loginkit-fleet")
+            }
+            do {
+                return try await fleet.open(url: given, fromFlag: store != nil, environment: environment)
+            } catch let failure as CLIFailure {
+                throw failure
+            } catch {
+                throw CLIFailure(error)
+            }
+        }
         do {
-            return try IDTokenStore(path: store, sealing: .environment, environment: environment)
+            let file = try IDTokenStore(path: store, sealing: .environment, environment: environment)
+            return CommandLineStore(store: file, location: file.path, isSealed: file.isSealed)
         } catch {
             throw CLIFailure(error)
         }
     }
+
+    /// Whether `location` names a database rather than a file.
+    static func isRemote(_ location: String) -> Bool {
+        let lowered = location.lowercased()
+        return lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://")
+    }
+
+    /// The `postgres://` store that `arguments` (`--store X`, `--store=X`) or `LOGINKIT_STORE`
+    /// name, read before parsing so that `loginkit` can hand the whole run to `loginkit-fleet`.
+    /// Scanning stops at `--`. A match the parser would not make (`--store` as another option's
+    /// value) only means the run happens in `loginkit-fleet`, which runs every command the same way.
+    static func remoteStore(arguments: [String], environment: [String: String]) -> String? {
+        var flagged: String?
+        var index = arguments.startIndex
+        while index < arguments.endIndex, arguments[index] != "--" {
+            let argument = arguments[index]
+            if argument == "--store", index + 1 < arguments.endIndex {
+                flagged = arguments[index + 1]
+                index += 1
+            } else if argument.hasPrefix("--store=") {
+                flagged = String(argument.dropFirst("--store=".count))
+            }
+            index += 1
+        }
+        let location = flagged ?? environment["LOGINKIT_STORE"].flatMap { $0.isEmpty ? nil : $0 }
+        return location.flatMap { isRemote($0) ? $0 : nil }
+    }
+}
+
+/// A store the CLI opened, with what `status` says of it.
+package struct CommandLineStore: Sendable {
+    /// One more line of `status`: its JSON key, its label in the text output, its value.
+    package struct Detail: Sendable {
+        package var key: String
+        package var label: String
+        package var value: String
+
+        package init(key: String, label: String, value: String) {
+            self.key = key
+            self.label = label
+            self.value = value
+        }
+    }
+
+    package var store: any TokenStore
+    /// Where: the file's path, or the URL without its password.
+    package var location: String
+    package var isSealed: Bool
+    /// Lines `status` adds (a fleet store's table, namespace and quarantined rows).
+    package var details: @Sendable () async throws -> [Detail]
+
+    package init(store: any TokenStore, location: String, isSealed: Bool, details: @escaping @Sendable () async throws -> [Detail] = { [] }) {
+        self.store = store
+        self.location = location
+        self.isSealed = isSealed
+        self.details = details
+    }
+}
+
+/// Opens `postgres://` stores: `loginkit-fleet` has one, `loginkit` none.
+package protocol FleetStoreOpener: Sendable {
+    /// Opens the store at `url`, given by `--store` (`fromFlag`) or `LOGINKIT_STORE`.
+    func open(url: String, fromFlag: Bool, environment: [String: String]) async throws -> CommandLineStore
+    /// Closes what `open` opened; called once the command is done, before the process exits.
+    func shutdown() async
 }
 
 /// `--ca-file`: shared by every command that sends requests.
@@ -102,8 +194,8 @@ enum APIFactory {
     }
 
     /// An `AuthService` for the stored profile, or exit 3 when there is none.
-    static func service(options: StoreOptions, transport: any HTTPTransport) async throws -> (AuthService, IDTokenStore) {
-        let store = try options.openStore()
+    static func service(options: StoreOptions, transport: any HTTPTransport) async throws -> (AuthService, any TokenStore) {
+        let store = try await options.openStore().store
         let profile: StoredProfile?
         do {
             profile = try await store.profile(named: options.profileName)

@@ -56,23 +56,7 @@ final class DevServerProcess: Sendable {
     ///
     /// - Throws: a usage failure (exit 2) naming where it looked when there is none.
     static func locateExecutable(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
-        var directories: [String] = []
-        if let own = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            directories.append(URL(fileURLWithPath: own).deletingLastPathComponent().path)
-        }
-        for entry in (environment["PATH"] ?? "").split(separator: ":") where entry.hasPrefix("/") {
-            directories.append(String(entry))
-        }
-        for directory in directories {
-            let candidate = directory + "/" + executableName
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        let beside = directories.first.map { " beside loginkit (\($0))" } ?? ""
-        throw CLIFailure(
-            exitCode: 2,
-            "\(executableName) was not found\(beside) nor on PATH; build it with `swift build --product \(executableName)` "
-                + "or install it next to loginkit"
-        )
+        try locateCompanion(executableName, searchingPath: true, environment: environment)
     }
 
     // MARK: In this process's place
@@ -303,3 +287,30 @@ extension DevServerProcess {
     }
 }
 
+
+/// The path of a companion executable (`loginkit-dev-server`, `loginkit-fleet`): beside this one
+/// (`/proc/self/exe`), else, when `searchingPath`, the first on `PATH` (relative entries, the
+/// current directory among them, are skipped).
+///
+/// - Throws: a usage failure (exit 2) naming where it looked when there is none.
+func locateCompanion(_ name: String, searchingPath: Bool, environment: [String: String]) throws -> String {
+    var directories: [String] = []
+    if let own = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+        directories.append(URL(fileURLWithPath: own).deletingLastPathComponent().path)
+    }
+    if searchingPath {
+        for entry in (environment["PATH"] ?? "").split(separator: ":") where entry.hasPrefix("/") {
+            directories.append(String(entry))
+        }
+    }
+    for directory in directories {
+        let candidate = directory + "/" + name
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    let beside = directories.first.map { " beside loginkit (\($0))" } ?? ""
+    throw CLIFailure(
+        exitCode: 2,
+        "\(name) was not found\(beside)\(searchingPath ? " nor on PATH" : ""); build it with `swift build --product \(name)` "
+            + "or install it next to loginkit"
+    )
+}

@@ -86,7 +86,7 @@ struct TokenCommand: AsyncParsableCommand {
         try await reportingFailures {
             let clientConfiguration = try networkOptions.clientConfiguration()
             let output = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
-                let store = try storeOptions.openStore()
+                let store = try await storeOptions.openStore().store
                 if asksForTarget { return try await self.targetToken(store: store, transport: client) }
                 let stored = try await store.profile(named: storeOptions.profileName)
                 let provider = try self.provider(stored: stored, transport: client)
@@ -112,7 +112,7 @@ struct TokenCommand: AsyncParsableCommand {
 extension TokenCommand {
     /// The client's access token for `--resource`/`--audience`/`--scope`, from the profile's
     /// client-credentials login (its client, issuer and client authentication).
-    func targetToken(store: IDTokenStore, transport: CurlHTTPClient) async throws -> Issued {
+    func targetToken(store: any TokenStore, transport: CurlHTTPClient) async throws -> Issued {
         let name = storeOptions.profileName
         guard let stored = try await store.profile(named: name) else {
             throw CLIFailure(exitCode: 3, "not logged in (profile \"\(name)\"); run `loginkit login --client-credentials`")
@@ -169,10 +169,11 @@ struct StatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures {
-            let store = try storeOptions.openStore()
-            guard let profile = try await store.profile(named: storeOptions.profileName) else {
+            let opened = try await storeOptions.openStore()
+            guard let profile = try await opened.store.profile(named: storeOptions.profileName) else {
                 throw CLIFailure(exitCode: 3, "not logged in (profile \"\(storeOptions.profileName)\"); run `loginkit login`")
             }
+            let details = try await opened.details()
             let user = User(credentials: profile.credentials, fallbackID: User.ID(rawValue: profile.userID ?? ""))
             let expiresAt = profile.credentials.expiresAt
             let expired = expiresAt.map { $0 <= Date() } ?? false
@@ -184,8 +185,8 @@ struct StatusCommand: AsyncParsableCommand {
                     "expires_at": JSONOutput.timestamp(expiresAt), "expired": .flag(expired),
                     "has_refresh_token": .flag(profile.credentials.refreshToken != nil),
                     "has_id_token": .flag(profile.credentials.idToken != nil),
-                    "store": .text(store.path), "sealed": .flag(store.isSealed),
-                ])
+                    "store": .text(opened.location), "sealed": .flag(opened.isSealed),
+                ].merging(details.map { ($0.key, .text($0.value)) }) { first, _ in first })
             } else {
                 print("profile:        \(storeOptions.profileName)")
                 // Claims and the issuer come from the provider: escaped before they reach the terminal.
@@ -194,7 +195,10 @@ struct StatusCommand: AsyncParsableCommand {
                 print("expires:        \(expiresAt.map { $0.formatted(.iso8601) } ?? "never")\(expired ? " (expired)" : "")")
                 print("refresh token:  \(profile.credentials.refreshToken != nil ? "yes" : "no")")
                 print("id token:       \(profile.credentials.idToken != nil ? "yes" : "no")")
-                print("store:          \(store.path)\(store.isSealed ? " (sealed)" : "")")
+                print("store:          \(opened.location)\(opened.isSealed ? " (sealed)" : "")")
+                for detail in details {
+                    print("\(detail.label + ":")\(String(repeating: " ", count: max(1, 16 - detail.label.count - 1)))\(Terminal.printable(detail.value, limit: 500))")
+                }
             }
         }
     }

@@ -1,0 +1,97 @@
+import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+package import LoginKit
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `loginkit`: log in, print tokens, run the dev identity provider. The contract (flags, variables,
+/// exit codes) is in docs/cli.md.
+struct LoginKitCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "loginkit",
+        abstract: "Log in over HTTP, keep tokens safe on disk, print valid tokens.",
+        discussion: """
+            Exit codes: 0 ok, 1 other failure, 2 usage, 3 login required, 4 credentials rejected, \
+            5 network or server failure, 6 upgrade required, 7 token verification failed.
+            """,
+        version: LoginKitCLI.version.description,
+        subcommands: [
+            LoginCommand.self, TokenCommand.self, ExchangeCommand.self, StatusCommand.self, LogoutCommand.self, VerifyCommand.self,
+            DevServerCommand.self, DemoCommand.self,
+        ]
+    )
+}
+
+/// The command-line tool, shared by two executables: `loginkit` (file stores; it links no
+/// networking framework beyond libcurl) and `loginkit-fleet` (the same commands, plus `postgres://`
+/// stores through LoginKitPostgres, on swift-nio). `loginkit` hands a `postgres://` store over to
+/// `loginkit-fleet` by `execv` before it parses anything (docs/cli.md, "Stores").
+package enum LoginKitCLI {
+    /// This CLI's version, checked against version policies: the next release (0.3.0) while it is being made.
+    package static let version = SemanticVersion(major: 0, minor: 3, patch: 0, preRelease: ["dev"])
+
+    /// Runs the tool with `arguments` (without the executable's name) and exits.
+    ///
+    /// - Parameter fleet: opens `postgres://` stores; `nil` in `loginkit`, which then replaces
+    ///   itself with `loginkit-fleet` when the store named is one.
+    package static func main(fleet: (any FleetStoreOpener)?) async -> Never {
+        ProcessHardening.disableCoreDumps()  // before any secret is read or received
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if fleet == nil, let url = StoreOptions.remoteStore(arguments: arguments, environment: ProcessInfo.processInfo.environment) {
+            do {
+                try FleetProcess.replaceCurrentProcess(arguments: arguments, store: url)
+            } catch {
+                (error as? CLIFailure)?.report()
+                exit((error as? CLIFailure)?.exitCode ?? 1)
+            }
+        }
+        StoreOptions.fleet = fleet
+        // Library logs go to stderr, quiet unless asked for: stdout carries only results (tokens, JSON).
+        // Control characters in them (a claim, a provider's answer) are escaped: one line per entry.
+        let level = ProcessInfo.processInfo.environment["LOGINKIT_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .error
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler(label: label, stream: Terminal.EscapingStandardError())
+            handler.logLevel = level
+            return handler
+        }
+        let code = await run(arguments)
+        await fleet?.shutdown()
+        exit(code)
+    }
+
+    /// Parses and runs; the exit code.
+    private static func run(_ arguments: [String]) async -> Int32 {
+        do {
+            var command = try LoginKitCommand.parseAsRoot(arguments)
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            return 0
+        } catch let failure as CLIFailure {
+            failure.report()
+            return failure.exitCode
+        } catch {
+            let code = LoginKitCommand.exitCode(for: error)
+            let message = LoginKitCommand.fullMessage(for: error)
+            if code == .success {
+                if !message.isEmpty { print(message) }
+                return 0
+            }
+            if let exitCode = error as? ExitCode {
+                return exitCode.rawValue
+            }
+            if !message.isEmpty { Terminal.standardError(message) }
+            return 2  // the contract's usage code (ArgumentParser would use 64)
+        }
+    }
+}
