@@ -21,24 +21,16 @@ package final class StoreChanges: Sendable {
         var listening = false
         var generation: UInt64 = 0
         var served: [String: StoredProfile?] = [:]
-        /// Tasks waiting for the state to satisfy a condition (tests await a notification this way).
-        var waiters: [(condition: @Sendable (Bool, UInt64) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
-        /// Tasks waiting for the notification of a change to a profile.
-        var notificationWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
-
-        /// The waiters whose condition now holds, removed from the list.
-        mutating func satisfiedWaiters() -> [CheckedContinuation<Void, Never>] {
-            var ready: [CheckedContinuation<Void, Never>] = []
-            waiters.removeAll { waiter in
-                guard waiter.condition(listening, generation) else { return false }
-                ready.append(waiter.continuation)
-                return true
-            }
-            return ready
-        }
+        /// Streams of the tasks watching the state (tests await a notification this way).
+        var watchers: [UInt64: AsyncStream<Void>.Continuation] = [:]
+        var nextWatcher: UInt64 = 0
+        /// Heartbeats sent and not yet seen back, by token.
+        var pings: [String: AsyncStream<Void>.Continuation] = [:]
+        /// The profiles whose notifications tests wait for, and how many arrived.
+        var notifications: [String: Int] = [:]
     }
 
-    /// How many profiles are kept in memory at most; past it, reads go to the database (uncached).
+    /// How many profiles are kept in memory at most; when full, memory starts over.
     static let capacity = 4096
 
     private let state = LockedState(State())
@@ -58,7 +50,7 @@ package final class StoreChanges: Sendable {
         guard let generation else { return }
         state.withLock { state in
             guard state.listening, state.generation == generation else { return }
-            guard state.served[name] != nil || state.served.count < Self.capacity else { return }
+            if state.served[name] == nil, state.served.count >= Self.capacity { state.served.removeAll() }
             state.served[name] = .some(profile)
         }
     }
@@ -72,32 +64,18 @@ package final class StoreChanges: Sendable {
 
     /// A notification said `name` changed.
     func notified(_ name: String) {
-        invalidate(CollectionOfOne(name))
-        let waiting = state.withLock { $0.notificationWaiters.removeValue(forKey: name) } ?? []
-        for continuation in waiting { continuation.resume() }
-    }
-
-    /// Returns once a notification of a change to `name` has been handled (so every change
-    /// committed before it has been too: PostgreSQL delivers in commit order). For tests: not
-    /// cancellable; start waiting before making the change.
-    package func waitForNotification(of name: String, after change: () async throws -> Void) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            let (registered, announce) = AsyncStream<Void>.makeStream()
-            group.addTask { [self] in
-                await withCheckedContinuation { continuation in
-                    state.withLock { $0.notificationWaiters[name, default: []].append(continuation) }
-                    announce.finish()
-                }
-            }
-            for await _ in registered {}
-            try await change()
-            try await group.waitForAll()
+        change { state in
+            state.served[name] = nil
+            if state.notifications[name] != nil { state.notifications[name, default: 0] += 1 }
         }
     }
 
-    /// Something changed, maybe everything.
+    /// Something changed, maybe everything (`TRUNCATE`, an unreadable notification).
     func invalidateAll() {
-        change { $0.served.removeAll() }
+        change { state in
+            state.served.removeAll()
+            for name in state.notifications.keys { state.notifications[name, default: 0] += 1 }
+        }
     }
 
     /// The listener is up (`true`) or gone (`false`): memory starts empty either way.
@@ -109,30 +87,15 @@ package final class StoreChanges: Sendable {
     }
 
     private func change(_ update: (inout State) -> Void) {
-        let ready = state.withLock { state in
+        let watchers = state.withLock { state in
             state.generation &+= 1
             update(&state)
-            return state.satisfiedWaiters()
+            return Array(state.watchers.values)
         }
-        for continuation in ready { continuation.resume() }
+        for watcher in watchers { watcher.yield() }
     }
 
     var isListening: Bool { state.withLock { $0.listening } }
-
-    /// The generation now (tests note it before a change they then await).
-    package var generation: UInt64 { state.withLock { $0.generation } }
-
-    /// Returns once `condition(listening, generation)` holds. For tests: not cancellable.
-    package func wait(until condition: @escaping @Sendable (_ listening: Bool, _ generation: UInt64) -> Bool) async {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> Bool in
-                if condition(state.listening, state.generation) { return true }
-                state.waiters.append((condition, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
-    }
 
     /// The change stamp `AuthService` vouches for its copy with: the generation while listening;
     /// otherwise a new value on every call, so that no copy is ever trusted.
@@ -141,6 +104,79 @@ package final class StoreChanges: Sendable {
             if !state.listening { state.generation &+= 1 }
             return state.generation
         }
+    }
+
+    // MARK: Heartbeats
+
+    /// A stream that yields once the heartbeat `token` comes back.
+    func expectPing(_ token: String) -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream<Void>.makeStream()
+        state.withLock { $0.pings[token] = continuation }
+        return stream
+    }
+
+    func pinged(_ token: String) {
+        state.withLock { $0.pings.removeValue(forKey: token) }?.yield()
+    }
+
+    func forgetPing(_ token: String) {
+        state.withLock { $0.pings.removeValue(forKey: token) }?.finish()
+    }
+
+    // MARK: Waiting, for tests
+
+    /// The generation now.
+    package var generation: UInt64 { state.withLock { $0.generation } }
+
+    /// Returns once `condition(listening, generation)` holds; throws after `timeout` or on cancellation.
+    package func wait(
+        timeout: Duration = .seconds(30), until condition: @escaping @Sendable (_ listening: Bool, _ generation: UInt64) -> Bool
+    ) async throws {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { state in
+            state.nextWatcher += 1
+            state.watchers[state.nextWatcher] = continuation
+            return state.nextWatcher
+        }
+        defer { state.withLock { $0.watchers.removeValue(forKey: id) }?.finish() }
+        continuation.yield()  // look once at the state as it is
+        try await withTimeout(timeout, "PostgresTokenStore", "the awaited change did not happen within \(timeout)") {
+            for await _ in stream {
+                let (listening, generation) = self.state.withLock { ($0.listening, $0.generation) }
+                if condition(listening, generation) { return }
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Runs `change`, then returns once a notification of a change to `name` has been handled (so
+    /// every change committed before it has been too: PostgreSQL delivers in commit order); throws
+    /// after `timeout` or on cancellation.
+    package func waitForNotification(of name: String, timeout: Duration = .seconds(30), after change: () async throws -> Void) async throws {
+        state.withLock { $0.notifications[name] = 0 }
+        defer { state.withLock { _ = $0.notifications.removeValue(forKey: name) } }
+        try await change()
+        try await wait(timeout: timeout) { [self] _, _ in state.withLock { ($0.notifications[name] ?? 0) > 0 } }
+    }
+}
+
+/// `body`'s result, or a `TokenStoreError` `.unavailable` at `location` saying `message` after
+/// `timeout` on `clock`.
+func withTimeout<T: Sendable>(
+    _ timeout: Duration, on clock: any AuthClock = SystemClock(), _ location: String, _ message: String,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await clock.sleep(for: timeout)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+            throw TokenStoreError(.unavailable, path: location, message)
+        }
+        return value
     }
 }
 
@@ -161,25 +197,40 @@ extension PostgresTokenStore {
     /// `AuthService`'s token calls) are answered from memory rather than by a query per call; runs
     /// until cancelled. Without it every read is a query. ``withStore(_:configuration:_:)`` runs it.
     ///
-    /// Every committed change to the table notifies, whoever made it (a trigger that ``migrate()``
+    /// Every committed change to the table notifies, whoever made it (triggers that ``migrate()``
     /// installs: another host, an older LoginKit, an operator's `DELETE`). A cached read is as fresh
     /// as PostgreSQL's delivery of that notification; writes always re-read under the lock, so a
-    /// refresh is never decided on a stale read. When the connection is lost, memory is dropped
-    /// and reads go to the database until the listener is back (retried with backoff up to 30 s).
-    /// It takes one connection of the client's pool for as long as it runs.
+    /// refresh is never decided on a stale read. Memory is used only while the triggers are there
+    /// and enabled, and while a heartbeat sent through the table's channel every
+    /// ``Configuration/listenerHeartbeat`` comes back within `operationTimeout`: a connection that
+    /// died without closing (a NAT timeout, a pooler that does not forward notifications) is noticed
+    /// within both. When the listener is lost, memory is dropped and reads go to the database until
+    /// it is back (retried with backoff, 0.5 s doubling up to 30 s). It takes one connection of the
+    /// client's pool for as long as it runs.
     public func run() async {
         let logger = configuration.logger
         var failures = 0
         while !Task.isCancelled {
             do {
+                guard let oid = try await listenableTable() else {
+                    throw TokenStoreError(
+                        .io, path: location, "the change triggers are missing or disabled on the table; run migrate() (reads stay queries until then)")
+                }
+                let channel = Self.channel(forTable: oid)
                 try await client.withConnection { connection in
                     try await connection.listen(on: channel) { notifications in
                         changes.setListening(true)
                         defer { changes.setListening(false) }
                         failures = 0
-                        logger.debug("listening for profile changes", metadata: ["table": "\(configuration.table)"])
-                        for try await notification in notifications {
-                            received(notification.payload)
+                        logger.debug("listening for profile changes", metadata: ["table": "\(configuration.table)", "channel": "\(channel)"])
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            group.addTask {
+                                for try await notification in notifications { self.received(notification.payload) }
+                                throw TokenStoreError(.unavailable, path: self.location, "the listening connection was closed")
+                            }
+                            group.addTask { try await self.heartbeat(channel: channel) }
+                            defer { group.cancelAll() }
+                            try await group.next()
                         }
                     }
                 }
@@ -201,8 +252,31 @@ extension PostgresTokenStore {
         changes.setListening(false)
     }
 
-    /// A notification's payload: `[namespace, name]` for a row, `[]` for the whole table (TRUNCATE).
+    /// Sends a heartbeat through `channel` every ``Configuration/listenerHeartbeat`` and throws when
+    /// one does not come back within `operationTimeout`.
+    private func heartbeat(channel: String) async throws {
+        let (interval, timeout, clock) = (configuration.listenerHeartbeat, configuration.operationTimeout, configuration.clock)
+        while true {
+            try await clock.sleep(for: interval)
+            let token = "ping:" + UUID().uuidString
+            let back = changes.expectPing(token)
+            defer { changes.forgetPing(token) }
+            try await withDeadline(timeout) { [client, logger = configuration.logger] in
+                try await client.query("SELECT pg_notify(\(channel), \(token))", logger: logger)
+                for await _ in back { return }
+                throw CancellationError()
+            }
+        }
+    }
+
+    /// A notification's payload: `[namespace, name]` for a row, `[]` for the whole table, or a
+    /// heartbeat. Anything else (a payload someone else sent) drops all of memory: never wrong,
+    /// only slower.
     func received(_ payload: String) {
+        if payload.hasPrefix("ping:") {
+            changes.pinged(payload)
+            return
+        }
         guard let fields = try? JSONDecoder().decode([String].self, from: Data(payload.utf8)), fields.count == 2 else {
             changes.invalidateAll()
             return
@@ -211,15 +285,8 @@ extension PostgresTokenStore {
         changes.notified(fields[1])
     }
 
-    /// The notification channel: `loginkit_` and a hash of the table's name, so that it fits an
-    /// identifier (63 bytes) whatever the table is called.
-    static func channel(for table: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in table.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
-        }
-        let hex = String(hash, radix: 16)
-        return "loginkit_" + String(repeating: "0", count: 16 - hex.count) + hex
+    /// The notification channel of the table with `oid` (what the trigger function notifies on).
+    static func channel(forTable oid: UInt32) -> String {
+        "loginkit_\(oid)"
     }
 }

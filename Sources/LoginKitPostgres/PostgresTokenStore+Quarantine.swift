@@ -26,7 +26,9 @@ extension PostgresTokenStore {
     public func quarantinedRows() async throws -> [QuarantinedRow] {
         let query: PostgresQuery = """
             SELECT name, version, quarantined_at, reason FROM \(unescaped: quarantineTable)
-            WHERE source_table = \(configuration.table) AND namespace = \(configuration.namespace) ORDER BY id
+            WHERE source_table = (SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                                  WHERE c.oid = to_regclass(\(table)))
+                AND namespace = \(configuration.namespace) ORDER BY id
             """
         return try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
             var rows: [QuarantinedRow] = []

@@ -59,6 +59,9 @@ public final class PostgresTokenStore: TokenStore {
         /// Whether ``withStore(_:configuration:_:)`` runs the store's ``run()``, which serves reads
         /// from memory between notifications of change. Default `true`; `false`: every read is a query.
         public var readsFromMemory = true
+        /// How often ``run()`` checks that its `LISTEN` connection still delivers (a notification it
+        /// sends itself must come back within ``operationTimeout``). Default 10 s.
+        public var listenerHeartbeat: Duration = .seconds(10)
 
         /// The default configuration: table `loginkit_profiles`, namespace `default`, 10 s to reach
         /// the database, 120 s to wait for a lock.
@@ -70,11 +73,10 @@ public final class PostgresTokenStore: TokenStore {
     /// The configuration.
     public let configuration: Configuration
     private let key: SymmetricKey?
-    private let table: String
+    /// The table, quoted: `"schema"."name"` or `"name"`.
+    let table: String
     /// The quarantine table, in the same schema as ``Configuration/table``.
     let quarantineTable: String
-    /// The channel the table's trigger notifies on.
-    let channel: String
     /// What reads serve from memory while ``run()`` listens.
     package let changes = StoreChanges()
     /// Rows decoded before, by name: a read of the same row (every column the same, not only the
@@ -103,12 +105,11 @@ public final class PostgresTokenStore: TokenStore {
         self.configuration = configuration
         self.table = parts.map { "\"\($0.lowercased())\"" }.joined(separator: ".")
         self.quarantineTable = (parts.dropLast().map { "\"\($0.lowercased())\"" } + ["\"loginkit_quarantine\""]).joined(separator: ".")
-        self.channel = Self.channel(for: self.table)
         self.key = try configuration.sealing.resolveKey(environment: ProcessInfo.processInfo.environment)
     }
 
     /// Runs `body` with a store on a client of its own (run for `body`'s duration, closed after),
-    /// after ``migrate()``, with the store's ``run()`` serving reads from memory.
+    /// after ``migrateWhenMissing()``, with the store's ``run()`` serving reads from memory.
     public static func withStore<T>(
         _ connection: PostgresClient.Configuration, configuration: Configuration = Configuration(),
         isolation: isolated (any Actor)? = #isolation,
@@ -119,129 +120,16 @@ public final class PostgresTokenStore: TokenStore {
         return try await withThrowingTaskGroup(of: Void.self, isolation: isolation) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            try await store.migrate()
+            try await store.migrateWhenMissing()
             if configuration.readsFromMemory { group.addTask { await store.run() } }
             return try await body(store)
         }
     }
 
-    private var location: String { "PostgreSQL table \(configuration.table), namespace \(configuration.namespace)" }
-
-    // MARK: Schema
-
-    /// The SQL ``migrate()`` runs: `CREATE TABLE IF NOT EXISTS`, safe to run from many hosts at once.
-    public var schema: String {
-        """
-        CREATE TABLE IF NOT EXISTS \(table) (
-            namespace  text        NOT NULL,
-            name       text        NOT NULL,
-            format     integer     NOT NULL,
-            sealed     boolean     NOT NULL,
-            payload    bytea       NOT NULL,
-            version    bigint      NOT NULL,
-            updated_at timestamptz NOT NULL DEFAULT now(),
-            PRIMARY KEY (namespace, name)
-        )
-        """
-    }
-
-    /// The quarantine table (one per schema, shared by the profile tables in it): rows that did not
-    /// decode, moved aside with why and when, never deleted by LoginKit.
-    public var quarantineSchema: String {
-        """
-        CREATE TABLE IF NOT EXISTS \(quarantineTable) (
-            id             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            source_table   text        NOT NULL,
-            namespace      text        NOT NULL,
-            name           text        NOT NULL,
-            format         integer     NOT NULL,
-            sealed         boolean     NOT NULL,
-            payload        bytea       NOT NULL,
-            version        bigint      NOT NULL,
-            updated_at     timestamptz NOT NULL,
-            quarantined_at timestamptz NOT NULL DEFAULT now(),
-            reason         text        NOT NULL
-        )
-        """
-    }
-
-    /// The trigger function that notifies ``run()``'s listeners of every committed change to a row
-    /// (`[namespace, name]`) or to the whole table (`[]`, on `TRUNCATE`).
-    var notifyFunction: (name: String, definition: String) {
-        let name = (table.split(separator: ".").dropLast().map(String.init) + ["\"\(channel)_notify\""]).joined(separator: ".")
-        let definition = """
-            CREATE OR REPLACE FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS $loginkit$
-            BEGIN
-                IF TG_OP = 'TRUNCATE' THEN
-                    PERFORM pg_notify('\(channel)', '[]');
-                ELSIF TG_OP = 'DELETE' THEN
-                    PERFORM pg_notify('\(channel)', json_build_array(OLD.namespace, OLD.name)::text);
-                ELSE
-                    PERFORM pg_notify('\(channel)', json_build_array(NEW.namespace, NEW.name)::text);
-                END IF;
-                RETURN NULL;
-            END
-            $loginkit$
-            """
-        return (name, definition)
-    }
-
     /// Whether payloads are sealed (a key is configured).
     public var isSealed: Bool { key != nil }
 
-    /// ``migrate()`` when the table, the quarantine table or the change triggers are missing; when
-    /// all are there, one read-only query (no lock, no DDL: a role that may not create tables can
-    /// use a table set up once by its owner).
-    public func migrateWhenMissing() async throws {
-        let (table, quarantine) = (self.table, quarantineTable)
-        let complete = try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
-            let rows = try await client.query(
-                """
-                SELECT to_regclass(\(table)) IS NOT NULL AND to_regclass(\(quarantine)) IS NOT NULL
-                    AND (SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(\(table))
-                         AND tgname IN ('loginkit_notify', 'loginkit_notify_truncate')) = 2
-                """, logger: logger)
-            var complete = false
-            for try await value in rows.decode(Bool.self) { complete = value }
-            return complete
-        }
-        if !complete { try await migrate() }
-    }
-
-    /// Creates the table, the quarantine table and the change trigger when missing. Idempotent;
-    /// concurrent callers serialise on an advisory lock (concurrent `CREATE TABLE IF NOT EXISTS`
-    /// alone can fail on PostgreSQL's catalog). The triggers are created only when missing, so a
-    /// migration at start-up never waits for another host's transaction on the table.
-    public func migrate() async throws {
-        let statements = [schema, quarantineSchema, notifyFunction.definition]
-        let function = notifyFunction.name
-        // One lock per schema: the quarantine table is shared by the profile tables in it.
-        let lockName = "loginkit:migrate:\(quarantineTable)"
-        let table = self.table
-        try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
-            try await client.withTransaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName), 0))", logger: logger)
-                for statement in statements {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                }
-                var existing: Set<String> = []
-                let triggers = try await connection.query(
-                    "SELECT tgname::text FROM pg_trigger WHERE tgrelid = to_regclass(\(table)) AND tgname IN ('loginkit_notify', 'loginkit_notify_truncate')",
-                    logger: logger)
-                for try await name in triggers.decode(String.self) { existing.insert(name) }
-                if !existing.contains("loginkit_notify") {
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "CREATE TRIGGER loginkit_notify AFTER INSERT OR UPDATE OR DELETE ON \(table) FOR EACH ROW EXECUTE FUNCTION \(function)()"),
-                        logger: logger)
-                }
-                if !existing.contains("loginkit_notify_truncate") {
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "CREATE TRIGGER loginkit_notify_truncate AFTER TRUNCATE ON \(table) FOR EACH STATEMENT EXECUTE FUNCTION \(function)()"),
-                        logger: logger)
-                }
-            }
-        }
-    }
+    var location: String { "PostgreSQL table \(configuration.table), namespace \(configuration.namespace)" }
 
     // MARK: Reads
 
@@ -455,13 +343,15 @@ public final class PostgresTokenStore: TokenStore {
             query = "DELETE FROM \(unescaped: table) WHERE namespace = \(namespace) AND name = \(profile) AND version = \(expected) RETURNING version"
         case .quarantine(let profile, let expected, let reason):
             name = profile
-            let source = configuration.table
+            // source_table: the name PostgreSQL resolves the table to, whatever this host's spelling.
             query = """
                 WITH moved AS (
                     DELETE FROM \(unescaped: table) WHERE namespace = \(namespace) AND name = \(profile) AND version = \(expected)
                     RETURNING namespace, name, format, sealed, payload, version, updated_at)
                 INSERT INTO \(unescaped: quarantineTable) (source_table, namespace, name, format, sealed, payload, version, updated_at, reason)
-                SELECT \(source), namespace, name, format, sealed, payload, version, updated_at, \(reason) FROM moved RETURNING version
+                SELECT (SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE c.oid = to_regclass(\(table))),
+                    namespace, name, format, sealed, payload, version, updated_at, \(reason) FROM moved RETURNING version
                 """
         }
         var count = 0
@@ -524,6 +414,13 @@ public final class PostgresTokenStore: TokenStore {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
         guard let profile = try? decoder.decode(StoredProfile.self, from: Data(json)) else {
+            if row.sealed {
+                // It opened with our key, so a key holder wrote it whole: a profile this LoginKit
+                // cannot read (a newer one's, in a rolling upgrade), not damage. Left where it is.
+                throw TokenStoreError(
+                    .unsupportedVersion, path: location,
+                    "profile \"\(name)\" is sealed with this key but not a profile this LoginKit can read (written by a newer version?); upgrade LoginKit (the row is left as it is)")
+            }
             throw TokenStoreError(
                 .corrupt, path: location,
                 "profile \"\(name)\" is not a readable profile; the next login or refresh moves it to the table \(quarantineTable) (it is kept there, not deleted)")
@@ -536,21 +433,8 @@ public final class PostgresTokenStore: TokenStore {
 
     /// Runs `operation`, failing with `.unavailable` when it takes longer than `timeout`.
     func withDeadline<R: Sendable>(_ timeout: Duration, _ operation: @escaping @Sendable () async throws -> R) async throws -> R {
-        let location = self.location
-        let clock = configuration.clock
         do {
-            return try await withThrowingTaskGroup(of: R?.self) { group in
-                group.addTask { try await operation() }
-                group.addTask {
-                    try await clock.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let value = first else {
-                    throw TokenStoreError(.unavailable, path: location, "PostgreSQL did not answer within \(timeout); is it up and reachable?")
-                }
-                return value
-            }
+            return try await withTimeout(timeout, on: configuration.clock, location, "PostgreSQL did not answer within \(timeout); is it up and reachable?", operation)
         } catch {
             throw mapped(error)
         }

@@ -65,7 +65,7 @@ struct FleetStoreCLITests {
             // Expired, two processes at once, the provider slow: one refresh.
             try await withTestStore(namespace: namespace, key: key) { store in try await expireStoredCredentials(in: store) }
             server.monitor.reset()
-            server.monitor.injectFaults([.delay(milliseconds: 700)], path: "/oauth/token")
+            server.monitor.injectFaults([.delay(milliseconds: 2000)], path: "/oauth/token")
             async let first = loginkit(["token", "--access"], environment: environment)
             async let second = loginkit(["token", "--access"], environment: environment)
             let (a, b) = try await (first, second)
@@ -127,6 +127,9 @@ struct FleetStoreCLITests {
             let result = try await loginkit(["status", "--store", try storeURL(namespace: "none")], executable: lonely)
             #expect(result.status == 2)
             #expect(result.stderr.contains("needs loginkit-fleet"), "\(result.stderr)")
+            // Commands that open no store run in loginkit itself, whatever LOGINKIT_STORE says.
+            let help = try await loginkit(["--version"], environment: ["LOGINKIT_STORE": try storeURL(namespace: "none")], executable: lonely)
+            #expect(help.status == 0, "\(help.stderr)")
         }
     }
 }

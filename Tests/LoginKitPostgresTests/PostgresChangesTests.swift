@@ -1,6 +1,7 @@
 import Foundation
 import LoginKit
 import LoginKitDevServer
+import LoginKitJOSE
 import LoginKitMocks
 import LoginKitPostgres
 import LoginKitTestSupport
@@ -30,7 +31,7 @@ struct PostgresChangesTests {
         let configuration = TestDatabase.configuration()
         let namespace = configuration.namespace
         try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
-            await store.changes.wait { listening, _ in listening }
+            try await store.changes.wait { listening, _ in listening }
             #expect(store.isServingReadsFromMemory)
             try await store.save(sampleProfile("a"), as: "default")
             try await sync(store)  // our own write's notification is behind us
@@ -73,7 +74,7 @@ struct PostgresChangesTests {
         let theirs = TestDatabase.configuration()
         try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: mine) { store in
             try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: theirs) { other in
-                await store.changes.wait { listening, _ in listening }
+                try await store.changes.wait { listening, _ in listening }
                 try await store.save(sampleProfile("mine"), as: "default")
                 try await sync(store)
                 _ = try await store.profile(named: "default")
@@ -85,12 +86,91 @@ struct PostgresChangesTests {
         }
     }
 
+    /// Hosts that spell the table differently (`loginkit_profiles`, `public.loginkit_profiles`)
+    /// share one channel: it is named after the table's oid, not its spelling.
+    @Test func hostsSpellingTheTableDifferentlySeeEachOthersChanges() async throws {
+        let plain = TestDatabase.configuration()
+        var qualified = plain
+        qualified.table = "public.loginkit_profiles"
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: qualified) { store in
+            try await store.changes.wait { listening, _ in listening }
+            try await store.save(sampleProfile("a"), as: "default")
+            try await sync(store)
+            #expect(try await store.profile(named: "default") == sampleProfile("a"))
+            try await store.changes.waitForNotification(of: "default") {
+                try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: plain) { otherHost in
+                    try await otherHost.save(sampleProfile("b"), as: "default")
+                }
+            }
+            #expect(try await store.profile(named: "default") == sampleProfile("b"))
+        }
+    }
+
+    /// A rename notifies the old name too: it is not served from memory afterwards.
+    @Test func aRenamedRowIsGoneUnderItsOldName() async throws {
+        let configuration = TestDatabase.configuration()
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
+            try await store.changes.wait { listening, _ in listening }
+            try await store.save(sampleProfile("a"), as: "old")
+            try await sync(store)
+            #expect(try await store.profile(named: "old") == sampleProfile("a"))
+            try await store.changes.waitForNotification(of: "old") {
+                try await store.client.query("UPDATE loginkit_profiles SET name = 'new' WHERE namespace = \(configuration.namespace) AND name = 'old'")
+            }
+            #expect(try await store.profile(named: "old") == nil)
+            #expect(try await store.profile(named: "new") == sampleProfile("a"))
+        }
+    }
+
+    /// The listening connection killed by the server: memory off (every stamp new, reads are
+    /// queries), then back once the listener reconnects.
+    @Test func aLostListenerTurnsMemoryOffUntilItIsBack() async throws {
+        let configuration = TestDatabase.configuration()
+        var connection = try TestDatabase.connection()
+        connection.options.additionalStartupParameters.append(("application_name", configuration.namespace))  // to find its listener
+        try await PostgresTokenStore.withStore(connection, configuration: configuration) { store in
+            try await store.changes.wait { listening, _ in listening }
+            let terminated = try await store.client.query(
+                "SELECT count(pg_terminate_backend(pid))::int8 FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND application_name = \(configuration.namespace)")
+            var count: Int64 = 0
+            for try await value in terminated.decode(Int64.self) { count = value }
+            #expect(count == 1)
+            try await store.changes.wait { listening, _ in !listening }
+            #expect(store.changeStamp() != store.changeStamp())
+            try await store.changes.wait { listening, _ in listening }
+            let steady = store.changeStamp()
+            #expect(store.changeStamp() == steady)
+        }
+    }
+
+    /// A sealed row that opens with the key but does not decode was written whole by a key holder
+    /// (a newer LoginKit): refused as such and left in place, not quarantined.
+    @Test func aSealedRowThatOpensButDoesNotDecodeIsLeftInPlace() async throws {
+        let key = try SymmetricKey.random()
+        let configuration = TestDatabase.configuration(sealing: .key(key), readsFromMemory: false)
+        let associated = Array("loginkit-postgres:\(PostgresTokenStore.format):\(configuration.namespace)\u{0}future".utf8)
+        let sealed = try AESGCM.seal(Array(#"{"kind":"from-the-future"}"#.utf8), key: key, associatedData: associated)
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
+            try await store.client.query(
+                """
+                INSERT INTO loginkit_profiles (namespace, name, format, sealed, payload, version)
+                VALUES (\(configuration.namespace), 'future', 1, true, \(ByteBuffer(bytes: sealed)), 1)
+                """)
+            let read = await thrown { try await store.profile(named: "future") } as? TokenStoreError
+            #expect(read?.code == .unsupportedVersion)
+            let write = await thrown { try await store.save(sampleProfile("x"), as: "future") } as? TokenStoreError
+            #expect(write?.code == .unsupportedVersion)
+            #expect(try await store.quarantinedRows().isEmpty)
+            #expect(try await store.profileNames() == ["future"])
+        }
+    }
+
     /// The stamp AuthService's cached path trusts: steady while listening and nothing changed, new
     /// after another host's write; new on every call when nothing listens.
     @Test func theChangeStampMovesOnlyWhenAProfileChangedOrNobodyListens() async throws {
         let configuration = TestDatabase.configuration()
         try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
-            await store.changes.wait { listening, _ in listening }
+            try await store.changes.wait { listening, _ in listening }
             let first = store.changeStamp()
             #expect(store.changeStamp() == first)
             try await store.changes.waitForNotification(of: "default") {
@@ -116,7 +196,7 @@ struct PostgresChangesTests {
             try await CurlHTTPClient.withClient { http in
                 let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: http)
                 try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
-                    await store.changes.wait { listening, _ in listening }
+                    try await store.changes.wait { listening, _ in listening }
                     let service = AuthService(api: api, store: store)
                     _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
                     let first = try await service.validAccessToken()

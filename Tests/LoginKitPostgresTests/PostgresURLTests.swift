@@ -1,4 +1,5 @@
 @testable import LoginKitPostgres
+import LoginKit
 import PostgresNIO
 import Testing
 
@@ -41,3 +42,49 @@ struct PostgresURLTests {
         #expect(sqlLiteral("caf\u{E9} \u{85}") == "E'caf\u{E9} \\u0085'")
     }
 }
+
+/// The rule that keeps memory from serving a row that changed while it was being read: pure, no
+/// database needed.
+@Suite
+struct StoreChangesTests {
+    @Test func aReadThatRacedAChangeIsNotRemembered() {
+        let changes = StoreChanges()
+        changes.setListening(true)
+        let generation = changes.beginRead()
+        changes.notified("default")  // the change lands while the read's query is under way
+        changes.remember(sampleProfileForChanges, as: "default", readUnder: generation)
+        #expect(changes.cached("default") == nil)
+
+        let clean = changes.beginRead()
+        changes.remember(sampleProfileForChanges, as: "default", readUnder: clean)
+        #expect(changes.cached("default") == .some(sampleProfileForChanges))
+        changes.notified("other")
+        #expect(changes.cached("default") == .some(sampleProfileForChanges), "another profile's change keeps this one")
+        changes.invalidateAll()
+        #expect(changes.cached("default") == nil)
+    }
+
+    @Test func nothingIsRememberedOrServedWhileNotListening() {
+        let changes = StoreChanges()
+        #expect(changes.beginRead() == nil)
+        changes.remember(nil, as: "default", readUnder: changes.generation)
+        #expect(changes.cached("default") == nil)
+        #expect(changes.stamp() != changes.stamp())
+
+        changes.setListening(true)
+        changes.remember(nil, as: "default", readUnder: changes.beginRead())
+        #expect(changes.cached("default") == .some(nil), "an absence is remembered too")
+        let stamp = changes.stamp()
+        #expect(changes.stamp() == stamp)
+        let before = changes.beginRead()
+        changes.setListening(false)
+        changes.setListening(true)
+        #expect(changes.cached("default") == nil, "memory starts over with a new listener")
+        changes.remember(nil, as: "default", readUnder: before)
+        #expect(changes.cached("default") == nil, "a read from before the listener came back is not remembered")
+    }
+}
+
+private let sampleProfileForChanges = StoredProfile(
+    credentials: Credentials(accessToken: "access", refreshToken: nil, expiresAt: nil),
+    source: CredentialSource(kind: .oauth2, endpoint: "https://issuer.test", clientID: "cli"))

@@ -62,11 +62,15 @@ struct SystemBrowserLauncherTests {
             let environment = [
                 "BROWSER": "sh -c 'env > \(output)' browser %s", "PATH": "/usr/bin:/bin",
                 "LOGINKIT_CLIENT_SECRET": "client-s3cret", "LOGINKIT_STORE_KEY": "store-k3y",
+                // A fleet store's password (loginkit-fleet's login runs the browser too).
+                "PGPASSWORD": "db-pa55", "LOGINKIT_STORE": "postgres://app:db-ur1-pa55@db.example/app",
                 "LOGINKIT_ISSUER": "https://id.example.com",
             ]
             try await SystemBrowserLauncher(environment: environment).open(url)
             let seen = try String(contentsOfFile: output, encoding: .utf8)
-            #expect(!seen.contains("client-s3cret") && !seen.contains("store-k3y"), "\(seen)")
+            for secret in ["client-s3cret", "store-k3y", "db-pa55", "db-ur1-pa55"] {
+                #expect(!seen.contains(secret), "\(seen)")
+            }
             #expect(seen.contains("LOGINKIT_ISSUER=https://id.example.com"), "the rest is handed on")
         }
     }

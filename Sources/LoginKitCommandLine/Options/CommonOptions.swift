@@ -58,6 +58,9 @@ struct StoreOptions: ParsableArguments {
         }
     }
 
+    /// The commands that take `StoreOptions`.
+    static let storeCommands: Set<String> = ["login", "token", "status", "logout"]
+
     /// Whether `location` names a database rather than a file.
     static func isRemote(_ location: String) -> Bool {
         let lowered = location.lowercased()
@@ -69,6 +72,9 @@ struct StoreOptions: ParsableArguments {
     /// Scanning stops at `--`. A match the parser would not make (`--store` as another option's
     /// value) only means the run happens in `loginkit-fleet`, which runs every command the same way.
     static func remoteStore(arguments: [String], environment: [String: String]) -> String? {
+        // Only the commands that open a store are handed over (`--help`, `dev-server`, `exchange`
+        // run here, whatever LOGINKIT_STORE says).
+        guard let command = arguments.first(where: { !$0.hasPrefix("-") }), storeCommands.contains(command) else { return nil }
         var flagged: String?
         var index = arguments.startIndex
         while index < arguments.endIndex, arguments[index] != "--" {

@@ -24,10 +24,10 @@ package enum ChildProcess {
         package var message: String { systemErrorMessage(code) }
     }
 
-    /// The variables that hold LoginKit's secrets (`LOGINKIT_CLIENT_SECRET`, `LOGINKIT_STORE_KEY`):
-    /// never handed to a child, whose `/proc/PID/environ` other processes of the user may read long
+    /// The variables that hold LoginKit's secrets (`LOGINKIT_CLIENT_SECRET`, `LOGINKIT_STORE_KEY`,
+    /// and a fleet store's password: `PGPASSWORD`, a `LOGINKIT_STORE` URL): never handed to a child, whose `/proc/PID/environ` other processes of the user may read long
     /// after the login (a browser keeps running).
-    package static let secretVariables: Set<String> = ["LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY"]
+    package static let secretVariables: Set<String> = ["LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY", "PGPASSWORD", "LOGINKIT_STORE"]
 
     /// `environment` as a child gets it: `NAME=value` entries, without ``secretVariables``.
     package static func childEnvironment(_ environment: [String: String]) -> [String] {
