@@ -5,7 +5,7 @@ import LoginKitTestSupport
 import Testing
 
 /// `loginkit login` at a real terminal (tmux): the password prompt does not echo.
-@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux"), "needs tmux (make test installs it)"), .timeLimit(.minutes(1)))
+@Suite(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux"), "needs tmux (make test installs it)"), .timeLimit(.minutes(3)))
 struct TTYTests {
     /// Runs a shell command to its end (a `SpawnedProcess`: the tmux server it may start inherits
     /// no descriptor of the test process, so nothing waits on the server's lifetime).

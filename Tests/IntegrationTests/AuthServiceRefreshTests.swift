@@ -270,7 +270,7 @@ actor StaleSnapshotStore: TokenStore {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct AuthServiceStoreFailureTests {
     @Test func aFailedSaveStillHandsOutTheFreshTokenAndReportsIt() async throws {
         let inner = InMemoryTokenStore()
@@ -310,7 +310,7 @@ struct FailingWriteStore: TokenStore {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct AuthSessionLayeringTests {
     @Test func aStricterSessionLayersOnALooserOneAndLeavesWithIt() async throws {
         try await withFixture { fixture in

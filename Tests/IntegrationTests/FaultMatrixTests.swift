@@ -51,7 +51,7 @@ enum FaultOperation: String, Sendable, CaseIterable {
 /// (`make reliability` puts the table in docs/reliability.md).
 @Suite(.timeLimit(.minutes(3)))
 struct FaultMatrixTests {
-    @Test(.timeLimit(.minutes(1)), arguments: FaultCase.all, FaultOperation.allCases)
+    @Test(.timeLimit(.minutes(3)), arguments: FaultCase.all, FaultOperation.allCases)
     func aFaultIsATypedErrorAndLeavesTheStoreAsItWas(_ fault: FaultCase, _ operation: FaultOperation) async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in

@@ -15,7 +15,7 @@ import Testing
 /// any other, so its counters show exactly what went through the proxy. The proxy is the client's
 /// explicit `proxy` option rather than `http_proxy`, which would be process-wide while tests run in
 /// parallel; libcurl treats both the same way.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CurlProxyTests {
     @Test func loopbackDestinationsNeverGoThroughTheProxyEvenOnARecycledHandle() async throws {
         try await DevServer.withServer { proxy in

@@ -4,7 +4,7 @@ import LoginKitMocks
 import LoginKitTestSupport
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct MockMisuseTests {
     @Test func resumingTwiceIsReported() async throws {
         let service = MockAuthService()

@@ -5,7 +5,7 @@ import Testing
 
 /// `TestBrowser` (and `loginkit-dev-server browse`, which shares its steps) on sign-in forms other
 /// than the dev server's, served by a `MockHTTPTransport`.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct TestBrowserTests {
     static let redirect = "http://127.0.0.1:5000/callback?code=c&state=s"
     static let authorizationPath = "/oauth2/authorize?client_id=c&redirect_uri=http%3A%2F%2F127.0.0.1%3A5000%2Fcallback&state=s"

@@ -13,7 +13,7 @@ import Testing
 
 /// What the store checks and how long it waits, without a database: a listener that never answers
 /// stands in for an unreachable PostgreSQL.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresStoreClockTests {
     /// The server takes the connection and never answers: only the operation timeout, moved on the
     /// manual clock, can end the read (on the system clock it would take 10 s).

@@ -8,7 +8,7 @@ import Testing
 /// `AuthService` under concurrency, driven deterministically: `MockAuthAPI` holds each request until
 /// the test resumes it, `ManualClock` moves only when told, and the store is in memory. Each test
 /// reproduces a race an outside review found (issue 17), and failed (or hung) before its fix.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct AuthServiceRaceTests {
     func service(_ api: MockAuthAPI, _ store: any TokenStore, _ clock: ManualClock, revocationTimeout: Duration = .seconds(5)) -> AuthService {
         var configuration = AuthService.Configuration()

@@ -8,7 +8,7 @@ import Testing
 /// without entering its actor, only while the store's change stamp vouches for it, no logout has
 /// begun and the refresh decision says serve. Each test would be served a stale or logged-out
 /// token if one of those checks were missing.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CachedPathTests {
     /// Serves from the store only: a login or refresh through it is a test failure.
     struct StoredOnlyAPI: AuthAPI {

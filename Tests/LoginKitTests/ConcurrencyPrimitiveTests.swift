@@ -3,7 +3,7 @@ import Testing
 
 /// The package's single-flight and waiter-list primitives, which the service, the key set, the
 /// metadata loader, the version gate, the lock and the mocks share.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ConcurrencyPrimitiveTests {
     /// Holds an operation until the test releases it.
     final class Gate: Sendable {

@@ -8,7 +8,7 @@ import Testing
 /// `ConfigurationError` (and nothing is sent), the provider's metadata a `ServerError`
 /// `.misconfigured`. Either way the message names the setting as the library spells it, never a
 /// CLI flag. Every error carries where it was thrown.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ErrorAttributionTests {
     static let alice = User.ID(rawValue: "alice")
 

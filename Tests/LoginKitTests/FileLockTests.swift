@@ -5,7 +5,7 @@ import LoginKitTestSupport
 import Testing
 
 /// A stalled lock holder hangs nobody (issue 17): waits are bounded, cancellable, and name the holder.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct FileLockTests {
     /// Holds the store's lock as another process would (`flock` on its own open file description).
     func holdingTheLock<T>(of store: IDTokenStore, _ body: () async throws -> T) async throws -> T {

@@ -3,7 +3,7 @@ import LoginKit
 import LoginKitTestSupport
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct LoopbackReceiverTests {
     @Test func listenAddressesParseLikeKubeloginsFlag() {
         #expect(ListenAddress("127.0.0.1:8000") == ListenAddress(host: "127.0.0.1", port: 8000))

@@ -10,7 +10,7 @@ import Musl
 
 /// The directory that holds an `IDTokenStore`: shared, sticky or symlinked directories are refused
 /// with advice that fits them (docs/storage.md, "Where").
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StoreDirectoryTests {
     @Test func aSharedStickyDirectoryIsRefusedWithTheAdviceToUseAPrivateOne() async throws {
         try await withTemporaryDirectory { directory in

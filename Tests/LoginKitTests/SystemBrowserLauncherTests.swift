@@ -3,7 +3,7 @@ import LoginKit
 import LoginKitTestSupport
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct SystemBrowserLauncherTests {
     let url = "https://id.example/authorize?a=1&b=two%20words"
 

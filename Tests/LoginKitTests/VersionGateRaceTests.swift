@@ -4,7 +4,7 @@ import LoginKitMocks
 import Testing
 
 /// Concurrent checks during the version gate's first fetch (issue 17: the gate failed open).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct VersionGateRaceTests {
     @Test func checksDuringTheFirstFetchWaitForIt() async throws {
         let transport = MockHTTPTransport()

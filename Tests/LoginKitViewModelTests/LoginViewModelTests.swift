@@ -10,7 +10,7 @@ import Testing
 /// three tests themselves (rejected login → `.login`, server error → `.server`, button disabled
 /// while in flight) are docs/testing.md's example, compiled in LoginKitMocksTests.
 @MainActor
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct LoginViewModelTests {
     let user = User(id: User.ID(rawValue: "user-1"), nickname: "Koshi")
 
@@ -92,7 +92,7 @@ struct LoginViewModelTests {
 
 /// The view-model against the real `AuthService` and the dev identity provider.
 @MainActor
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct LoginViewModelIntegrationTests {
     @Test func logsInAndIsRejectedForReal() async throws {
         try await DevServer.withServer { server in

@@ -6,7 +6,7 @@ import Testing
 
 /// `user`: the logged-in user as observable state, beside the `dismissals` stream.
 @MainActor
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct LoginViewModelUserTests {
     let user = User(id: User.ID(rawValue: "user-1"), nickname: "Koshi")
 
