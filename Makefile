@@ -11,11 +11,12 @@ TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql python3-venv
 
 SWIFT ?= swift
 
-.PHONY: help deps test-deps build demo test bench bench-docs reliability docs api check-api format lint clean
+.PHONY: help deps test-deps build release demo test bench bench-docs reliability docs api check-api format lint clean
 
 help:
 	@echo "make demo         build and run the LoginKit demo against the embedded dev identity provider"
 	@echo "make test         run every test (installs what the tests need)"
+	@echo "make release      the CLI executables, optimised, Swift runtime linked in (.build-release/release)"
 	@echo "make bench        benchmarks against the peers (results in .build/bench/)"
 	@echo "make bench-docs   the same, then regenerate docs/benchmarks.md's table"
 	@echo "make reliability  long crash, fault and fuzz runs"
@@ -31,6 +32,15 @@ test-deps:
 
 build: deps
 	$(SWIFT) build
+
+# The CLI as installed: optimised, with the Swift runtime and Foundation linked statically
+# (--static-swift-stdlib: no dynamic symbol lookup for them at start-up; docs/benchmarks.md). Its
+# own scratch path, so that debug builds and tests keep theirs. Install the three together.
+release: deps
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-release --product loginkit
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-release --product loginkit-fleet
+	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-release --product loginkit-dev-server
+	@echo "built: $$($(SWIFT) build -c release --scratch-path .build-release --show-bin-path)/{loginkit,loginkit-fleet,loginkit-dev-server}"
 
 demo: deps
 	$(SWIFT) build --product loginkit

@@ -81,7 +81,11 @@ def build():
             os.remove(stale)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit-bench"], check=True, cwd=ROOT)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit-alone"], check=True, cwd=ROOT)
-    subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit"], check=True, cwd=ROOT)
+    # The CLI as `make release` builds it (Swift runtime linked statically), in that scratch path.
+    release = os.path.join(ROOT, ".build-release")
+    subprocess.run(["swift", "build", "-c", "release", "--static-swift-stdlib", "--scratch-path", release, "--product", "loginkit"], check=True, cwd=ROOT)
+    cli_path = subprocess.run(["swift", "build", "-c", "release", "--scratch-path", release, "--show-bin-path"],
+                              check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
     bin_path = subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--show-bin-path"],
                               check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
     c_dir = os.path.join(BENCH, ".build-c")
@@ -89,7 +93,7 @@ def build():
     subprocess.run(["gcc", "-O2", "-Wall", "-o", os.path.join(c_dir, "curl_bench"), os.path.join(BENCH, "C", "curl_bench.c"), "-lcurl"], check=True)
     subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", os.path.join(c_dir, "malloc_count.so"),
                     os.path.join(BENCH, "C", "malloc_count.c"), "-ldl"], check=True)
-    return os.path.join(bin_path, "loginkit-bench"), os.path.join(bin_path, "loginkit-alone"), os.path.join(bin_path, "loginkit"), c_dir
+    return os.path.join(bin_path, "loginkit-bench"), os.path.join(bin_path, "loginkit-alone"), os.path.join(cli_path, "loginkit"), c_dir
 
 
 class Nginx:
