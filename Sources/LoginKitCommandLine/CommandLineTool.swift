@@ -45,9 +45,9 @@ package enum LoginKitCLI {
     package static func main(fleet: (any FleetStoreOpener)?) async -> Never {
         ProcessHardening.disableCoreDumps()  // before any secret is read or received
         let arguments = Array(CommandLine.arguments.dropFirst())
-        if fleet == nil, let url = StoreOptions.remoteStore(arguments: arguments, environment: ProcessInfo.processInfo.environment) {
+        if fleet == nil, StoreOptions.remoteStore(arguments: arguments, environment: ProcessInfo.processInfo.environment) != nil {
             do {
-                try FleetProcess.replaceCurrentProcess(arguments: arguments, store: url)
+                try FleetProcess.replaceCurrentProcess(arguments: arguments)
             } catch {
                 (error as? CLIFailure)?.report()
                 exit((error as? CLIFailure)?.exitCode ?? 1)

@@ -228,7 +228,7 @@ extension PostgresTokenStore {
                                 for try await notification in notifications { self.received(notification.payload) }
                                 throw TokenStoreError(.unavailable, path: self.location, "the listening connection was closed")
                             }
-                            group.addTask { try await self.heartbeat(channel: channel) }
+                            group.addTask { try await self.heartbeat(channel: channel, table: oid) }
                             defer { group.cancelAll() }
                             try await group.next()
                         }
@@ -252,12 +252,17 @@ extension PostgresTokenStore {
         changes.setListening(false)
     }
 
-    /// Sends a heartbeat through `channel` every ``Configuration/listenerHeartbeat`` and throws when
-    /// one does not come back within `operationTimeout`.
-    private func heartbeat(channel: String) async throws {
+    /// Every ``Configuration/listenerHeartbeat``: checks that the table is still the one listened
+    /// for (same oid: not dropped and made again) with both triggers enabled, and sends a heartbeat
+    /// through `channel`; throws when either fails or the heartbeat does not come back within
+    /// `operationTimeout`.
+    private func heartbeat(channel: String, table oid: UInt32) async throws {
         let (interval, timeout, clock) = (configuration.listenerHeartbeat, configuration.operationTimeout, configuration.clock)
         while true {
             try await clock.sleep(for: interval)
+            guard try await listenableTable() == oid else {
+                throw TokenStoreError(.io, path: location, "the table was made again, or its change triggers were removed or disabled")
+            }
             let token = "ping:" + UUID().uuidString
             let back = changes.expectPing(token)
             defer { changes.forgetPing(token) }

@@ -230,9 +230,10 @@ public final class PostgresTokenStore: TokenStore {
             }
             timer.cancel()
 
-            // A row that does not decode reads as absent and is moved to the quarantine table in
-            // this transaction, whatever the body does (as the file store's corrupt file, it is
-            // kept: never overwritten, never deleted).
+            // A row that does not decode reads as absent and is moved to the quarantine table when
+            // this transaction commits, whether or not the body changes anything (a body that
+            // throws rolls it all back). As the file store's corrupt file, it is kept: never
+            // overwritten, never deleted.
             var profiles: [String: StoredProfile] = [:]
             var writes: [Write] = []
             var recovered: TokenStoreError?

@@ -19,7 +19,7 @@ struct PostgresChangesTests {
         try await store.changes.waitForNotification(of: marker) {
             try await store.client.query(
                 """
-                INSERT INTO loginkit_profiles (namespace, name, format, sealed, payload, version)
+                INSERT INTO \(unescaped: store.configuration.table) (namespace, name, format, sealed, payload, version)
                 VALUES (\(store.configuration.namespace), \(marker), 1, false, convert_to('{}', 'UTF8'), 1)
                 """)
         }
@@ -140,6 +140,33 @@ struct PostgresChangesTests {
             try await store.changes.wait { listening, _ in listening }
             let steady = store.changeStamp()
             #expect(store.changeStamp() == steady)
+        }
+    }
+
+    /// The heartbeat's checks: a disabled trigger, or the table dropped and made again (a new oid,
+    /// so a new channel), turn memory off until the listener is right again.
+    @Test func aDisabledTriggerOrARecreatedTableTurnsMemoryOffUntilItIsRightAgain() async throws {
+        let table = "loginkit_heartbeat_\(UUID().uuidString.prefix(8).lowercased())"
+        var configuration = TestDatabase.configuration(table: table)
+        configuration.listenerHeartbeat = .milliseconds(200)
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: configuration) { store in
+            try await store.changes.wait { listening, _ in listening }
+            try await store.client.query(PostgresQuery(unsafeSQL: "ALTER TABLE \(table) DISABLE TRIGGER loginkit_notify"))
+            try await store.changes.wait { listening, _ in !listening }
+            try await store.client.query(PostgresQuery(unsafeSQL: "ALTER TABLE \(table) ENABLE TRIGGER loginkit_notify"))
+            try await store.changes.wait { listening, _ in listening }
+
+            try await store.client.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"))
+            try await store.changes.wait { listening, _ in !listening }
+            try await store.migrate()
+            try await store.changes.wait { listening, _ in listening }
+            try await store.save(sampleProfile("again"), as: "default")
+            try await sync(store)
+            #expect(try await store.profile(named: "default") == sampleProfile("again"))
+            try await store.changes.waitForNotification(of: "default") {
+                try await store.client.query("DELETE FROM \(unescaped: table) WHERE name = 'default'")
+            }
+            #expect(try await store.profile(named: "default") == nil, "the new table's channel is the one listened to")
         }
     }
 

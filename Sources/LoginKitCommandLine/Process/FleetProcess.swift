@@ -20,7 +20,7 @@ enum FleetProcess {
     /// found on `PATH`: it will read the store's password. Returns only by throwing.
     ///
     /// - Throws: a usage failure (exit 2) when it is missing; exit 1 when `execv` fails.
-    static func replaceCurrentProcess(arguments: [String], store: String) throws -> Never {
+    static func replaceCurrentProcess(arguments: [String]) throws -> Never {
         let executable: String
         do {
             executable = try locateCompanion(executableName, searchingPath: false, environment: [:])
