@@ -21,6 +21,8 @@ let package = Package(
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
         // LoginKit's HTTP runs, in a process with nothing else linked in (its own RSS and CPU).
+        // The smallest Swift process, for the RSS floor (built with the runtime linked statically).
+        .executableTarget(name: "swift-floor", swiftSettings: [.enableUpcomingFeature("ExistentialAny")]),
         .executableTarget(
             name: "loginkit-alone",
             dependencies: ["BenchCore"],

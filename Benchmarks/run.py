@@ -86,14 +86,26 @@ def build():
     subprocess.run(["swift", "build", "-c", "release", "--static-swift-stdlib", "--scratch-path", release, "--product", "loginkit"], check=True, cwd=ROOT)
     cli_path = subprocess.run(["swift", "build", "-c", "release", "--scratch-path", release, "--show-bin-path"],
                               check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    # LoginKit's HTTP process again, and the smallest Swift process, with the Swift runtime linked
+    # statically (as `make release` builds the CLI): the RSS comparison (docs/benchmarks.md).
+    static = os.path.join(BENCH, ".build-static")
+    for product in ("loginkit-alone", "swift-floor"):
+        subprocess.run(["swift", "build", "-c", "release", "--static-swift-stdlib", "--package-path", BENCH, "--scratch-path", static,
+                        "--product", product], check=True, cwd=ROOT)
+    static_path = subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--scratch-path", static, "--show-bin-path"],
+                                 check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
     bin_path = subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--show-bin-path"],
                               check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
     c_dir = os.path.join(BENCH, ".build-c")
     os.makedirs(c_dir, exist_ok=True)
     subprocess.run(["gcc", "-O2", "-Wall", "-o", os.path.join(c_dir, "curl_bench"), os.path.join(BENCH, "C", "curl_bench.c"), "-lcurl"], check=True)
+    with open(os.path.join(c_dir, "c_floor.c"), "w") as source:
+        source.write('#include <stdio.h>\nint main(void) { puts("{}"); return 0; }\n')
+    subprocess.run(["gcc", "-O2", "-o", os.path.join(c_dir, "c_floor"), os.path.join(c_dir, "c_floor.c")], check=True)
     subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", os.path.join(c_dir, "malloc_count.so"),
                     os.path.join(BENCH, "C", "malloc_count.c"), "-ldl"], check=True)
-    return os.path.join(bin_path, "loginkit-bench"), os.path.join(bin_path, "loginkit-alone"), os.path.join(cli_path, "loginkit"), c_dir
+    return (os.path.join(bin_path, "loginkit-bench"), os.path.join(bin_path, "loginkit-alone"), os.path.join(cli_path, "loginkit"), c_dir,
+            os.path.join(static_path, "loginkit-alone"), os.path.join(static_path, "swift-floor"))
 
 
 class Nginx:
@@ -139,7 +151,7 @@ def openssl_speed():
 
 
 def main():
-    bench, alone, loginkit, c_dir = build()
+    bench, alone, loginkit, c_dir, alone_static, swift_floor = build()
     log("bench: built")
     curl_bench = os.path.join(c_dir, "curl_bench")
     malloc_env = dict(os.environ, LD_PRELOAD=os.path.join(c_dir, "malloc_count.so"))
@@ -152,7 +164,7 @@ def main():
         # times slower there, gets 10,000 so that the whole run stays within the time budget).
         seq_n, conc_n, urlsession_conc_n = scaled(10000), scaled(200000), scaled(10000)
         rows = {key: [] for key in [
-            "c_seq", "lk_seq", "lkg_seq", "ahc_seq", "us_seq", "c_conc", "lk_conc", "ahc_conc", "us_conc",
+            "c_seq", "lk_seq", "lkg_seq", "ahc_seq", "us_seq", "c_conc", "lk_conc", "lk_conc_static", "ahc_conc", "us_conc", "floor",
             "save", "cached", "lk_rs", "jk_rs", "lk_es", "jk_es", "openssl", "storm", "cli", "curl_file"]}
         cli_store = os.path.join(work, "cli", "tokens.json")
         os.makedirs(os.path.dirname(cli_store), mode=0o700)
@@ -171,6 +183,10 @@ def main():
             # 64 in flight: the tasks stay on the global executor (two threads); on the driver thread
             # alone they were slower (docs/benchmarks.md).
             rows["lk_conc"].append(measure([alone, "http", "loginkit-global", "conc", nginx.url, str(conc_n), "64"]))
+            rows["lk_conc_static"].append(measure([alone_static, "http", "loginkit-global", "conc", nginx.url, str(conc_n), "64"]))
+            _, _, swift_rss = run([swift_floor])
+            _, _, c_rss = run([os.path.join(c_dir, "c_floor")])
+            rows["floor"].append({"swift_rss_mb": swift_rss, "c_rss_mb": c_rss})
             rows["ahc_conc"].append(measure([bench, "http", "ahc", "conc", nginx.url, str(conc_n), "64"]))
             rows["us_conc"].append(measure([bench, "http", "urlsession", "conc", nginx.url, str(urlsession_conc_n), "64"]))
             log(f"bench: round {round_number}/{ROUNDS}: store, cached token, verification")
@@ -219,6 +235,8 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         "http_conc_vs_c": rate("lk_conc") / rate("c_conc"),
         "http_conc_vs_ahc": rate("lk_conc") / rate("ahc_conc"),
         "rss_mb": m("lk_conc", "rss_mb"),
+        "rss_static_mb": m("lk_conc_static", "rss_mb"),
+        "swift_floor_mb": m("floor", "swift_rss_mb") - m("floor", "c_rss_mb"),
         "save_vs_c": m("save", "loginkit_us") / m("save", "c_us"),
         "cached_token_ns": m("cached", "file_store_ns"),
         "rs256_vs_openssl": m("lk_rs", "us_per_verify") / openssl_rs,
@@ -275,6 +293,8 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append(f"| HTTP 64 in flight vs C libcurl multi | {rate('lk_conc'):,.0f} | {rate('c_conc'):,.0f} | {r['http_conc_vs_c']:.2f}× | ≥ 0.7× | {verdict(r['http_conc_vs_c'] >= 0.7)} |")
     lines.append(f"| HTTP 64 in flight vs async-http-client (64 pool) | {rate('lk_conc'):,.0f} | {rate('ahc_conc'):,.0f} | {r['http_conc_vs_ahc']:.2f}× | ≥ 2× | {verdict(r['http_conc_vs_ahc'] >= 2)} |")
     lines.append(f"| peak RSS, LoginKit HTTP 64 in flight (a process linking LoginKit alone) | {r['rss_mb']:.1f} MB | | | < 20 MB | {verdict(r['rss_mb'] < 20)} |")
+    floor = m("c_conc", "rss_mb") + r["swift_floor_mb"]
+    lines.append(f"| … the same, Swift runtime linked statically, vs the floor: C libcurl multi + the smallest Swift process less a C one ({m('c_conc', 'rss_mb'):.1f} + {r['swift_floor_mb']:.1f} MB) | {r['rss_static_mb']:.1f} MB | {floor:.1f} MB | {r['rss_static_mb'] / floor:.2f}× | < 20 MB | {verdict(r['rss_static_mb'] < 20)} |")
     lines.append(f"| durable save vs C write+fsync+rename+dir fsync (µs) | {m('save', 'loginkit_us'):.0f} | {m('save', 'c_us'):.0f} | {r['save_vs_c']:.2f}× | ≤ 1.15× | {verdict(r['save_vs_c'] <= 1.15)} |")
     lines.append(f"| durable save vs Foundation `Data.write(.atomic)` (µs; no fsync) | {m('save', 'loginkit_us'):.0f} | {m('save', 'foundation_atomic_us'):.0f} | {m('save', 'loginkit_us') / m('save', 'foundation_atomic_us'):.2f}× | — | |")
     lines.append(f"| cached `validIDToken()` (file store; ns/call) | {m('cached', 'file_store_ns'):,.0f} | {m('cached', 'bare_actor_ns'):,.0f} (bare actor call) | {m('cached', 'file_store_ns') / m('cached', 'bare_actor_ns'):.1f}× | ≤ 1 µs | {verdict(m('cached', 'file_store_ns') <= 1000)} |")
@@ -287,6 +307,9 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     storm_ok = all(r[f"storm_requests_{n}"] == 1 for n in (10, 100, 1000))
     lines.append(f"| expiry storm: upstream requests at 10 / 100 / 1000 callers | {r['storm_requests_10']:.0f} / {r['storm_requests_100']:.0f} / {r['storm_requests_1000']:.0f} | | | 1 each | {verdict(storm_ok)} |")
     lines.append(f"| expiry storm: waiter p99 at 1000 vs one uncontended refresh (ms) | {m('storm', 'p99_ms_1000'):.2f} | {storm_single:.2f} | {r['storm_p99_vs_single']:.2f}× | ≤ 2× | {verdict(r['storm_p99_vs_single'] <= 2)} |")
+    floor_p99 = m("storm", "floor_p99_ms_1000")
+    lines.append(f"| … the floor: 1000 bare tasks waiting for one event that fires after that refresh time (p99 ms; vs the refresh) | {floor_p99:.2f} | {storm_single:.2f} | {floor_p99 / storm_single:.2f}× | | |")
+    lines.append(f"| … LoginKit's storm p99 vs that floor | {m('storm', 'p99_ms_1000'):.2f} | {floor_p99:.2f} | {m('storm', 'p99_ms_1000') / floor_p99:.2f}× | | |")
     lines.append(f"| expiry storm: waiter p50 / p99 at 10 and 100 callers (ms) | {m('storm', 'p50_ms_10'):.2f} / {m('storm', 'p99_ms_10'):.2f}; {m('storm', 'p50_ms_100'):.2f} / {m('storm', 'p99_ms_100'):.2f} | | | | |")
     cli_rss = median([rss for _, rss in rows["cli"]])
     curl_rss = median([rss for _, rss in rows["curl_file"]])

@@ -1,0 +1,16 @@
+// The smallest Swift process of the kind LoginKit runs in: the concurrency runtime with 64 child
+// tasks, FoundationEssentials, one line printed. `make bench` builds it with the Swift runtime linked
+// statically and reports its peak RSS less a C program's: what any Swift process adds to the C
+// libraries' own memory (docs/benchmarks.md, "Peak RSS").
+import FoundationEssentials
+
+@main
+struct SwiftFloor {
+    static func main() async {
+        let sum = await withTaskGroup(of: Int.self) { group in
+            for index in 0..<64 { group.addTask { index } }
+            return await group.reduce(0, +)
+        }
+        print("{\"sum\": \(sum), \"now\": \(Date().timeIntervalSince1970 > 0)}")
+    }
+}
