@@ -9,7 +9,9 @@ struct SwiftFloor {
     static func main() async {
         let sum = await withTaskGroup(of: Int.self) { group in
             for index in 0..<64 { group.addTask { index } }
-            return await group.reduce(0, +)
+            var sum = 0
+            for await index in group { sum += index }
+            return sum
         }
         print("{\"sum\": \(sum), \"now\": \(Date().timeIntervalSince1970 > 0)}")
     }
