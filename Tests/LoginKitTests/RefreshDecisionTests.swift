@@ -1,5 +1,6 @@
 import Foundation
 @testable import LoginKit
+import LoginKitHTTP
 import PropertyBased
 import Testing
 
@@ -151,5 +152,40 @@ extension JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
         return decoder
+    }
+}
+
+/// The mirror's record of the running refresh, which lets a storm's waiters join it without the
+/// actor's step: offered only under the stamp the remembered profile was read with, in the epoch
+/// the refresh started in, and never once a logout has begun or the refresh has ended.
+@Suite struct ServedCredentialsRefreshTests {
+    let profile = Race.profile(Race.credentials(0, issuedAt: Race.t0))
+
+    @Test func theRunningRefreshIsOfferedOnlyUnderTheRememberedStampAndEpoch() {
+        var machine = AuthStateMachine()
+        var served = ServedCredentials()
+        served.follow(machine)
+        let flight = Flight<Credentials>()
+        #expect(served.runningRefresh(ifStamp: 7) == nil, "nothing remembered, nothing running")
+        served.remember(profile, stamp: 7, startedIn: machine.epoch)
+        #expect(served.runningRefresh(ifStamp: 7) == nil, "nothing running")
+        served.refreshStarted(flight, epoch: machine.epoch)
+        #expect(served.runningRefresh(ifStamp: 7)?.flight === flight)
+        #expect(served.runningRefresh(ifStamp: 8) == nil, "the store changed since: the actor reads it")
+        served.refreshEnded(Flight<Credentials>())
+        #expect(served.runningRefresh(ifStamp: 7)?.flight === flight, "another flight's end changes nothing")
+        served.refreshEnded(flight)
+        #expect(served.runningRefresh(ifStamp: 7) == nil, "ended: no caller joins it after")
+
+        served.refreshStarted(flight, epoch: machine.epoch)
+        _ = machine.logoutRequested()
+        served.follow(machine)
+        #expect(served.runningRefresh(ifStamp: 7) == nil, "a logout has begun")
+        machine.logoutFinished()
+        served.follow(machine)
+        served.remember(profile, stamp: 9, startedIn: machine.epoch)
+        #expect(served.runningRefresh(ifStamp: 9) == nil, "the refresh of the old epoch is not offered in the new one")
+        served.refreshStarted(flight, epoch: machine.epoch &- 1)
+        #expect(served.runningRefresh(ifStamp: 9) == nil, "nor one that says it started in another epoch")
     }
 }

@@ -45,7 +45,8 @@ extension AuthService {
     }
 
     /// The cached path first (no actor hop: the profile served last, while the store's change
-    /// stamp is the one it was read under and the decision is to serve it), else the actor's step,
+    /// stamp is the one it was read under and the decision is to serve it; or, when it needs a
+    /// refresh and the shared one is running, the wait for that refresh), else the actor's step,
     /// and when that says wait, the wait for the shared refresh, also off the actor.
     nonisolated(nonsending) func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> Credentials {
         let decision = RefreshDecision(
@@ -53,10 +54,19 @@ extension AuthService {
             kind: kind, minimumValidity: minimumValidity, requestStart: clock.now
         )
         let stamp = stamps?.changeStamp()
-        if let stamp, let profile = served.withLock({ $0.profile(ifStamp: stamp) }),
-            decision.servesAsItIs(profile, now: decision.requestStart)
-        {
-            return profile.credentials
+        if let stamp, let profile = served.withLock({ $0.profile(ifStamp: stamp) }) {
+            if decision.servesAsItIs(profile, now: decision.requestStart) {
+                return profile.credentials
+            }
+            // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
+            // step would read the store again (two hops and a stat each, serialised) to answer
+            // "wait for it"; they wait for it at once.
+            if decision.verdict(for: profile, now: decision.requestStart) == .refresh,
+                let running = served.withLock({ $0.runningRefresh(ifStamp: stamp) })
+            {
+                sharedRefreshWaits.increment()
+                return try await awaitRefresh(running.flight, kind: kind, startedIn: running.epoch)
+            }
         }
         switch try await step(kind, decision, stamp: stamp) {
         case .serve(let credentials):
@@ -107,6 +117,9 @@ extension AuthService {
         case .waitForRefresh(let start):
             if start { startRefresh(firstSeen: profile, decision: decision, epoch: epoch) }
             guard let flight = currentRefresh?.flight else { throw notLoggedIn() }
+            // Remembered although it is not served: the calls that follow under the same stamp see
+            // that it needs a refresh, and wait for this one without coming here.
+            if let stamp { served.withLock { $0.remember(profile, stamp: stamp, startedIn: epoch) } }
             return .wait(flight, startedIn: epoch)
         case .loggedOut:
             throw loggedOut()
@@ -187,10 +200,12 @@ extension AuthService {
             self.finishRefresh(flight, outcome, startedIn: epoch)
         }
         currentRefresh = RunningRefresh(flight: flight, task: task)
+        served.withLock { $0.refreshStarted(flight, epoch: epoch) }
     }
 
     private func finishRefresh(_ flight: Flight<Credentials>, _ outcome: Result<Credentials, any Error>, startedIn epoch: UInt64) {
         if currentRefresh?.flight === flight { currentRefresh = nil }
+        served.withLock { $0.refreshEnded(flight) }
         var outcome = outcome
         switch machine.refreshFinished(startedIn: epoch) {
         case .deliver:

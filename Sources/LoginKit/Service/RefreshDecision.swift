@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import LoginKitHTTP
 
 /// Which expiry a caller cares about.
 enum TokenKind: Sendable, Hashable {
@@ -102,6 +103,8 @@ struct ServedCredentials: Sendable {
     private(set) var epoch: UInt64 = 0
     private(set) var isLoggingOut = false
     private var last: Remembered?
+    /// The shared refresh running now and the epoch it started in (mirrors `currentRefresh`).
+    private var refresh: (flight: Flight<Credentials>, epoch: UInt64)?
 
     private struct Remembered: Sendable {
         let profile: StoredProfile
@@ -110,11 +113,15 @@ struct ServedCredentials: Sendable {
 
     /// Follows the machine: a new epoch or a logout forgets the remembered profile.
     mutating func follow(_ machine: AuthStateMachine) {
-        if machine.epoch != epoch { last = nil }
+        if machine.epoch != epoch {
+            last = nil
+            refresh = nil
+        }
         epoch = machine.epoch
         if case .loggingOut = machine.phase {
             isLoggingOut = true
             last = nil
+            refresh = nil
         } else {
             isLoggingOut = false
         }
@@ -136,6 +143,25 @@ struct ServedCredentials: Sendable {
     func profile(ifStamp stamp: UInt64) -> StoredProfile? {
         guard !isLoggingOut, let last, last.stamp == stamp else { return nil }
         return last.profile
+    }
+
+    /// A shared refresh started (by the actor, in `epoch`).
+    mutating func refreshStarted(_ flight: Flight<Credentials>, epoch: UInt64) {
+        refresh = (flight, epoch)
+    }
+
+    /// The shared refresh `flight` ended: before its waiters are resumed, so no caller joins it after.
+    mutating func refreshEnded(_ flight: Flight<Credentials>) {
+        if refresh?.flight === flight { refresh = nil }
+    }
+
+    /// The refresh a token call whose remembered profile needs one may wait for without entering the
+    /// actor: the profile is still the store's (`stamp`), no logout has begun, and a shared refresh
+    /// started in the current epoch is running — what the actor's step would answer with
+    /// `.waitForRefresh(start: false)`.
+    func runningRefresh(ifStamp stamp: UInt64) -> (flight: Flight<Credentials>, epoch: UInt64)? {
+        guard profile(ifStamp: stamp) != nil, let refresh, refresh.epoch == epoch else { return nil }
+        return refresh
     }
 }
 
