@@ -7,7 +7,9 @@ SHELL := /bin/bash
 BUILD_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config
 # python3-venv: the venvs of moto (scripts/moto-venv.sh) and oidc-provider-mock (scripts/oidc-provider-venv.sh,
 # which needs Python 3.12 or later: python3 where the distribution has it, else pyenv's).
-TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql python3-venv
+# The keyring tests: a private D-Bus bus with GNOME Keyring (dbus, gnome-keyring, gdbus from
+# libglib2.0-bin, libsecret-1-0 that LoginKit loads at run time), and seccomp for the container case.
+TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql python3-venv dbus gnome-keyring libglib2.0-bin libsecret-1-0 python3-seccomp
 
 SWIFT ?= swift
 
@@ -51,7 +53,7 @@ test: test-deps
 	scripts/check-doc-snippets.sh
 	$(SWIFT) build --build-tests
 	# A hang must fail the run, not eat CI's 90 minutes: the suite takes about a minute.
-	LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 LOGINKIT_REQUIRE_OIDC_PROVIDER=1 timeout --kill-after=30 1200 \
+	LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 LOGINKIT_REQUIRE_OIDC_PROVIDER=1 LOGINKIT_REQUIRE_KEYRING=1 timeout --kill-after=30 1200 \
 		scripts/with-postgres.sh scripts/with-moto.sh scripts/with-oidc-provider.sh $(SWIFT) test --skip-build
 	SWIFT=$(SWIFT) scripts/docs.sh
 	# The public API still matches docs/api.md (names; the signature comparison with the release

@@ -56,6 +56,9 @@ let package = Package(
         ),
         // prctl(2), variadic in C: the CLI's process hardening.
         .systemLibrary(name: "CProcessControl"),
+        // The OS keyrings: keyctl(2) system calls, and libsecret loaded at run time (dlopen), so
+        // that nothing more is needed to build or start (docs/storage.md, "Key providers").
+        .target(name: "CKeyring", linkerSettings: [.linkedLibrary("dl")]),
 
         // Abstractions with no I/O.
         .target(
@@ -78,7 +81,7 @@ let package = Package(
         .target(
             name: "LoginKit",
             dependencies: [
-                "LoginKitHTTP", "LoginKitCurl", "LoginKitJOSE",
+                "LoginKitHTTP", "LoginKitCurl", "LoginKitJOSE", "CKeyring",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -50,6 +50,9 @@ package struct CLIFailure: Error {
             self.init(exitCode: 5, error.message, detail: "\(error)\(error.underlying.map { " (\($0))" } ?? "")")
         case let error as TokenVerificationError:
             self.init(exitCode: 7, "token verification failed: \(error.message)", detail: "\(error)")
+        case let error as TokenStoreError where error.code == .keyUnavailable:
+            // A login required, like a missing profile: the key is gone, the file is set aside.
+            self.init(exitCode: 3, error.message, detail: "\(error)")
         case let error as TokenStoreError:
             self.init(exitCode: 1, error.message, detail: "\(error)")
         case is LoginInProgressError:

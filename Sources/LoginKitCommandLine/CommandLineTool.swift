@@ -24,7 +24,8 @@ struct LoginKitCommand: AsyncParsableCommand {
             """,
         version: LoginKitCLI.version.description,
         subcommands: [
-            LoginCommand.self, TokenCommand.self, ExchangeCommand.self, StatusCommand.self, LogoutCommand.self, VerifyCommand.self,
+            LoginCommand.self, TokenCommand.self, ExchangeCommand.self, StatusCommand.self, LogoutCommand.self, StoreCommand.self,
+            VerifyCommand.self,
             DevServerCommand.self, DemoCommand.self,
         ]
     )

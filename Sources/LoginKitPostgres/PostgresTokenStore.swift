@@ -105,6 +105,11 @@ public final class PostgresTokenStore: TokenStore {
         self.configuration = configuration
         self.table = parts.map { "\"\($0.lowercased())\"" }.joined(separator: ".")
         self.quarantineTable = (parts.dropLast().map { "\"\($0.lowercased())\"" } + ["\"loginkit_quarantine\""]).joined(separator: ".")
+        if case .provider = configuration.sealing {
+            throw TokenStoreError(
+                .invalidKey, path: "PostgresTokenStore",
+                "PostgresTokenStore seals with a key given in code, a key file or LOGINKIT_STORE_KEY; key providers are for file stores")
+        }
         self.key = try configuration.sealing.resolveKey(environment: ProcessInfo.processInfo.environment)
     }
 

@@ -23,8 +23,15 @@ struct Run {
 func loginkit(_ arguments: [String], input: String? = nil, environment: [String: String] = [:], executable: String? = nil) async throws -> Run {
     var base = ProcessInfo.processInfo.environment
     let trust = ["LOGINKIT_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"]
-    for name in ["LOGINKIT_STORE", "LOGINKIT_PROFILE", "LOGINKIT_ISSUER", "LOGINKIT_CLIENT_ID", "LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY", "LOGINKIT_LOG_LEVEL"] + trust {
+    for name in ["LOGINKIT_STORE", "LOGINKIT_PROFILE", "LOGINKIT_ISSUER", "LOGINKIT_CLIENT_ID", "LOGINKIT_CLIENT_SECRET", "LOGINKIT_STORE_KEY",
+                 "LOGINKIT_STORE_KEY_FILE", "LOGINKIT_STORAGE", "LOGINKIT_LOG_LEVEL", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"] + trust {
         base[name] = nil
+    }
+    // The machine's keyrings stay out of tests that do not ask for them (KeyringCLITests do): a
+    // plain file, as `--storage plaintext`, unless the test seals with a key of its own (`auto`
+    // then uses it, as the CLI did before key providers) or chooses a storage itself.
+    if environment["LOGINKIT_STORE_KEY"] == nil, environment["LOGINKIT_STORE_KEY_FILE"] == nil, environment["LOGINKIT_STORAGE"] == nil {
+        base["LOGINKIT_STORAGE"] = "plaintext"
     }
     let stdin = try TestPipe(), stdout = try TestPipe(), stderr = try TestPipe()
     let process = try SpawnedProcess(

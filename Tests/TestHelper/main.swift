@@ -3,6 +3,8 @@
 //   increment <store> <profile> <count>   <count> locked read-modify-write increments of attributes["counter"]
 //   save-loop <store> <profile> <progress> saves counter 1, 2, 3, …, recording each value once its save returned
 //   token <store> <issuer> <client-id>    prints a valid ID token for profile "default", refreshing as needed
+//   expire <store>                        makes profile "default" expired (its sealing kept: a keyring's key
+//                                         is found through the process's own keyrings)
 //   measure-save <directory> <rounds>     median save latency against a bare durable write
 //   pg-token <url> <namespace> <issuer> <client-id> <callers>
 //                                         <callers> concurrent validAccessToken() through a
@@ -27,6 +29,15 @@ struct TestHelper {
             case "increment" where arguments.count == 5:
                 guard let count = Int(arguments[4]) else { throw Usage() }
                 try await increment(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], count: count)
+            case "expire" where arguments.count == 3:
+                try await IDTokenStore(path: arguments[2], sealing: .none).withExclusiveAccess(to: "default") { transaction in
+                    guard var profile = transaction["default"] else { return }
+                    profile.credentials.expiresAt = Date().addingTimeInterval(-5)
+                    profile.credentials.idTokenExpiresAt = Date().addingTimeInterval(-5)
+                    profile.updatedAt = Date().addingTimeInterval(-3605)
+                    profile.credentials.issuedAt = profile.updatedAt
+                    transaction["default"] = profile
+                }
             case "token" where arguments.count == 5:
                 let token = try await CurlHTTPClient.withClient { client in
                     let api = OAuth2API(configuration: .init(issuer: arguments[3], clientID: arguments[4]), transport: client)

@@ -22,17 +22,23 @@ enum StoreFormat {
         let format: String
         let version: Int
         let sealed: SealedDocument.Sealed?
+        /// `"plaintext"` in a plain file its user chose to keep plain.
+        let storage: String?
     }
 
     struct PlainDocument: Codable {
         var format = StoreFormat.formatName
         var version = StoreFormat.currentVersion
+        /// `"plaintext"` when plain by choice (absent in a fallback or an older file).
+        var storage: String?
         var profiles: [String: StoredProfile]
     }
 
     struct SealedDocument: Codable {
         struct Sealed: Codable {
             var alg: String
+            /// The provider and id of the key (absent: an explicit key, `LOGINKIT_STORE_KEY` or a file).
+            var key: StoreKeyReference?
             var box: String
         }
         var format = StoreFormat.formatName
@@ -57,11 +63,13 @@ enum StoreFormat {
         return encoder
     }
 
-    static func decode(_ bytes: [UInt8], path: String, key: SymmetricKey?) throws(TokenStoreError) -> [String: StoredProfile] {
-        let data = Data(bytes)
+    /// The header: format, version, and the sealed section (naming its key) if there is one.
+    ///
+    /// - Throws: `.corrupt`, `.unsupportedVersion`.
+    static func header(_ bytes: [UInt8], path: String) throws(TokenStoreError) -> Header {
         let header: Header
         do {
-            header = try decoder().decode(Header.self, from: data)
+            header = try decoder().decode(Header.self, from: Data(bytes))
         } catch {
             throw TokenStoreError(.corrupt, path: path, "\(path) is not a LoginKit token store (no readable format header); it is kept, and the next save moves it aside")
         }
@@ -77,6 +85,16 @@ enum StoreFormat {
         guard header.version >= 1 else {
             throw TokenStoreError(.corrupt, path: path, "\(path) has an invalid format version \(header.version)")
         }
+        return header
+    }
+
+    /// The profiles of a file whose `header` was read, opened with `key` when it is sealed.
+    static func decode(_ bytes: [UInt8], path: String, key: SymmetricKey?) throws(TokenStoreError) -> [String: StoredProfile] {
+        try decode(bytes, header: header(bytes, path: path), path: path, key: key)
+    }
+
+    static func decode(_ bytes: [UInt8], header: Header, path: String, key: SymmetricKey?) throws(TokenStoreError) -> [String: StoredProfile] {
+        let data = Data(bytes)
         if let sealed = header.sealed {
             guard let key else {
                 throw TokenStoreError(.sealedWithoutKey, path: path, "\(path) is sealed; set LOGINKIT_STORE_KEY (or the key file) to the key it was sealed with")
@@ -103,14 +121,16 @@ enum StoreFormat {
         }
     }
 
-    static func encode(_ profiles: [String: StoredProfile], path: String, key: SymmetricKey?) throws(TokenStoreError) -> [UInt8] {
+    static func encode(
+        _ profiles: [String: StoredProfile], path: String, key: SymmetricKey?, reference: StoreKeyReference? = nil, chosenPlaintext: Bool = false
+    ) throws(TokenStoreError) -> [UInt8] {
         do {
             if let key {
                 let contents = try encoder().encode(SealedContents(profiles: profiles))
                 let box = try AESGCM.seal(Array(contents), key: key, associatedData: associatedData)
-                return Array(try encoder().encode(SealedDocument(sealed: .init(alg: "A256GCM", box: Base64URL.encode(box))))) + [0x0A]
+                return Array(try encoder().encode(SealedDocument(sealed: .init(alg: "A256GCM", key: reference, box: Base64URL.encode(box))))) + [0x0A]
             }
-            return Array(try encoder().encode(PlainDocument(profiles: profiles))) + [0x0A]
+            return Array(try encoder().encode(PlainDocument(storage: chosenPlaintext ? "plaintext" : nil, profiles: profiles))) + [0x0A]
         } catch {
             throw TokenStoreError(.io, path: path, "could not encode the token store: \(error)")
         }

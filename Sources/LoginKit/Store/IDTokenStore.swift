@@ -25,7 +25,8 @@ import Darwin
 /// - Reads are served from memory; before anything is handed out the file's inode, mtime and size
 ///   are compared, so a change by another process is noticed. (`AuthService`'s cached path checks
 ///   at most once per 10 ms: docs/refresh.md.)
-/// - Optional AES-256-GCM sealing of the whole payload (``StoreSealing``).
+/// - Optional AES-256-GCM sealing of the whole payload (``StoreSealing``), with the key given, or
+///   kept by a ``StoreKeyProvider`` (the Secret Service, the kernel keyring) and named in the file.
 /// - A corrupt file is never silently replaced: reading it throws `.corrupt` naming the path; the
 ///   next save first moves it aside to `<path>.corrupt-<time>`. A file from a newer LoginKit, one
 ///   sealed with another key, or one with unsafe permissions is never overwritten.
@@ -37,14 +38,15 @@ public actor IDTokenStore: TokenStore {
     public nonisolated let path: String
     /// The lock file beside it.
     public nonisolated let lockPath: String
-    /// Whether saves are sealed.
+    /// Whether saves are sealed for sure: with a key given in code, a key file, the environment,
+    /// or a chosen provider. An `.automatic` store tells what it does through ``protection()``.
     public nonisolated let isSealed: Bool
-    private let key: SymmetricKey?
+    private let keys: StoreKeys
     private let directory: String
     private nonisolated let processLock = AsyncLock()
     private nonisolated let interactiveLock = AsyncLock()
     private nonisolated let lockTimeout: Duration
-    private var cache: (identity: FileIdentity, profiles: [String: StoredProfile])?
+    private var cache: (identity: FileIdentity, profiles: [String: StoredProfile], sealing: FileSealing)?
     /// What ``changeStamp()`` answers from, without a hop onto this actor.
     nonisolated let fileWatch: StoreFileWatch
 
@@ -58,7 +60,9 @@ public actor IDTokenStore: TokenStore {
     ///     operation fails with `.lockTimedOut` naming the holder. Default 30 s.
     ///   - environment: where `LOGINKIT_STORE`, `XDG_STATE_HOME`, `HOME` and the sealing key are
     ///     looked up; the process environment by default.
-    /// - Throws: `TokenStoreError` `.invalidKey` when the sealing key cannot be read.
+    ///   Key providers (``StoreSealing/provider(_:)``, ``StoreSealing/automatic(_:)``) are asked
+    ///   at the first access, never here.
+    /// - Throws: `TokenStoreError` `.invalidKey` when an explicit sealing key cannot be read.
     public init(
         path: String? = nil,
         sealing: StoreSealing = .none,
@@ -71,8 +75,8 @@ public actor IDTokenStore: TokenStore {
         self.lockPath = path + ".lock"
         self.fileWatch = StoreFileWatch(path: path)
         self.directory = StoreFileSystem.parentDirectory(of: path)
-        self.key = try sealing.resolveKey(environment: environment)
-        self.isSealed = key != nil
+        self.keys = try StoreKeys(sealing: sealing, path: path, environment: environment)
+        self.isSealed = keys.sealsForSure
     }
 
     /// `$LOGINKIT_STORE`, else `$XDG_STATE_HOME/loginkit/tokens.json`, else
@@ -87,12 +91,69 @@ public actor IDTokenStore: TokenStore {
         return home + "/.local/state/loginkit/tokens.json"
     }
 
-    public func profile(named name: String) throws(TokenStoreError) -> StoredProfile? {
-        try currentProfiles()[name]
+    public func profile(named name: String) async throws(TokenStoreError) -> StoredProfile? {
+        try await currentProfiles()[name]
     }
 
-    public func profileNames() throws(TokenStoreError) -> [String] {
-        try currentProfiles().keys.sorted()
+    public func profileNames() async throws(TokenStoreError) -> [String] {
+        try await currentProfiles().keys.sorted()
+    }
+
+    /// How the store file is protected now: sealed with which key provider or key, or plain and
+    /// why; for a file not written yet, and for a plain file that the next save will seal, what
+    /// that save will do. May ask a key provider (bounded, never prompts).
+    ///
+    /// - Throws: `TokenStoreError` when the file cannot be read (`.keyUnavailable`, `.unavailable`…).
+    public func protection() async throws(TokenStoreError) -> StoreProtection {
+        _ = try await currentProfiles()
+        var protection: StoreProtection
+        if let sealing = cache?.sealing, sealing.protection.isSealed || (sealing.isChosenPlaintext && keys.keepsChosenPlaintext) {
+            protection = sealing.protection
+        } else {
+            let next = await keys.preview()
+            protection = next
+            if cache != nil, next.isSealed {
+                protection = StoreProtection(level: StoreProtection.plaintext, detail: "sealed with \(next.level) on the next save")
+            }
+        }
+        if protection.level == "secret-service", protection.detail.isEmpty, let provider = keys.provider(named: protection.level) {
+            let availability = await provider.availability()
+            protection.detail = availability.isAvailable ? availability.detail : "not reachable now: \(availability.detail)"
+        }
+        return protection
+    }
+
+    /// Rewrites the store sealed as `target` says (`loginkit store migrate`): `.automatic` to the
+    /// first usable keyring (no plaintext fallback, no explicit key), `.none` to plain JSON, or a
+    /// provider or key of your choice. The key the file was sealed with before is removed from its
+    /// provider once the new file is durable. Later saves keep the new sealing.
+    ///
+    /// - Returns: the new protection.
+    /// - Throws: `TokenStoreError` `.unavailable` when the target cannot be used (nothing changes),
+    ///   and what reading the current file throws.
+    public func migrate(to target: StoreSealing) async throws -> StoreProtection {
+        try await processLock.withLock {
+            try prepareDirectory()
+            let lock = try await FileLock.acquire(lockPath, timeout: lockTimeout)
+            do {
+                let profiles = try await currentProfiles()
+                let before = cache?.sealing
+                var destination = target
+                if case .automatic(var automatic) = target {
+                    automatic.usesExplicitKey = false
+                    automatic.allowsPlaintextFallback = false
+                    destination = .automatic(automatic)
+                }
+                let sealing = try await keys.choose(destination, forMigration: true)
+                try write(profiles, sealing: sealing, movingAsideCorruptFile: false)
+                if let old = before?.reference, old != sealing.reference { await keys.removeKey(old) }
+                lock.release()
+                return sealing.protection
+            } catch {
+                lock.release()
+                throw error
+            }
+        }
     }
 
     public nonisolated(nonsending) func withExclusiveAccess<T>(
@@ -107,7 +168,9 @@ public actor IDTokenStore: TokenStore {
                 transaction.recoveredFrom = recovered
                 let result = try await body(&transaction)
                 if transaction.hasChanges || (recovered != nil && !transaction.profiles.isEmpty) {
-                    try await write(transaction.profiles, movingAsideCorruptFile: recovered != nil)
+                    // A key is looked up or made only for a write, still under the lock.
+                    let sealing = try await sealingForSave(recovered: recovered)
+                    try await write(transaction.profiles, sealing: sealing, movingAsideCorruptFile: recovered != nil)
                 }
                 lock.release()
                 return result
@@ -139,7 +202,7 @@ public actor IDTokenStore: TokenStore {
 
     // MARK: Reading
 
-    private func currentProfiles() throws(TokenStoreError) -> [String: StoredProfile] {
+    private func currentProfiles() async throws(TokenStoreError) -> [String: StoredProfile] {
         guard let identity = try StoreFileSystem.identity(of: path) else {
             cache = nil
             return [:]
@@ -148,31 +211,64 @@ public actor IDTokenStore: TokenStore {
         // Another writer changed the file: cached token calls must not go on serving what this
         // read has just seen replaced (they would, until the watch's next look).
         if cache != nil { fileWatch.changed(to: identity) }
-        return try load()
+        return try await load()
     }
 
-    private func load() throws(TokenStoreError) -> [String: StoredProfile] {
-        try Telemetry.storeOperation("read", store: "file") { () throws(TokenStoreError) in try loadFromDisk() }
+    private func load() async throws(TokenStoreError) -> [String: StoredProfile] {
+        let started = ContinuousClock.now
+        do {
+            let profiles = try await loadFromDisk()
+            Telemetry.recordStoreOperation("read", store: "file", outcome: "success", since: started)
+            return profiles
+        } catch {
+            Telemetry.recordStoreOperation("read", store: "file", outcome: "failed", since: started)
+            throw error
+        }
     }
 
-    private func loadFromDisk() throws(TokenStoreError) -> [String: StoredProfile] {
+    private func loadFromDisk() async throws(TokenStoreError) -> [String: StoredProfile] {
         guard let (identity, bytes) = try StoreFileSystem.readFile(path) else {
             cache = nil
             return [:]
         }
         try StoreFileSystem.checkStoreDirectory(directory)
-        let profiles = try StoreFormat.decode(bytes, path: path, key: key)
-        cache = (identity, profiles)
+        let header = try StoreFormat.header(bytes, path: path)
+        // Only a sealed file needs a key, and its header says whose (a provider may be asked: the
+        // actor may take other calls meanwhile, which read the file again themselves).
+        var sealing = header.sealed == nil
+            ? FileSealing.plain(header.storage == "plaintext" ? FileSealing.chosenDetail : "")
+            : try await keys.key(for: header.sealed?.key)
+        let profiles: [String: StoredProfile]
+        do {
+            profiles = try StoreFormat.decode(bytes, header: header, path: path, key: sealing.key)
+        } catch where error.code == .wrongKey && sealing.reference != nil {
+            // The key this process found earlier was replaced in its provider since (a key lost
+            // and made anew by another process): look it up once more.
+            if let reference = sealing.reference { keys.forget(reference) }
+            sealing = try await keys.key(for: header.sealed?.key)
+            profiles = try StoreFormat.decode(bytes, header: header, path: path, key: sealing.key)
+        }
+        cache = (identity, profiles, sealing)
         return profiles
+    }
+
+    /// How the next save seals: as the file is sealed now, else as the store's sealing chooses for
+    /// a new (or plain, or set-aside) file.
+    private func sealingForSave(recovered: TokenStoreError?) async throws(TokenStoreError) -> FileSealing {
+        if recovered == nil, let sealing = cache?.sealing {
+            if sealing.protection.isSealed { return sealing }
+            if sealing.isChosenPlaintext, keys.keepsChosenPlaintext { return sealing }
+        }
+        return try await keys.sealingForNewFile()
     }
 
     /// The profiles as on disk now (the cache only when the file's identity still matches it);
     /// a corrupt file reads as empty plus the error, so that the
     /// caller's save can replace it (after moving it aside). Every other error is thrown.
-    private func readForUpdate() throws(TokenStoreError) -> ([String: StoredProfile], TokenStoreError?) {
+    private func readForUpdate() async throws(TokenStoreError) -> ([String: StoredProfile], TokenStoreError?) {
         do {
-            return (try currentProfiles(), nil)
-        } catch where error.code == .corrupt {
+            return (try await currentProfiles(), nil)
+        } catch where error.code == .corrupt || error.code == .keyUnavailable {
             cache = nil
             return ([:], error)
         }
@@ -185,14 +281,15 @@ public actor IDTokenStore: TokenStore {
         try StoreFileSystem.checkStoreDirectory(directory)
     }
 
-    private func write(_ profiles: [String: StoredProfile], movingAsideCorruptFile: Bool) throws(TokenStoreError) {
+    private func write(_ profiles: [String: StoredProfile], sealing: FileSealing, movingAsideCorruptFile: Bool) throws(TokenStoreError) {
         try Telemetry.storeOperation("write", store: "file") { () throws(TokenStoreError) in
-            try writeToDisk(profiles, movingAsideCorruptFile: movingAsideCorruptFile)
+            try writeToDisk(profiles, sealing: sealing, movingAsideCorruptFile: movingAsideCorruptFile)
         }
     }
 
-    private func writeToDisk(_ profiles: [String: StoredProfile], movingAsideCorruptFile: Bool) throws(TokenStoreError) {
-        let bytes = try StoreFormat.encode(profiles, path: path, key: key)
+    private func writeToDisk(_ profiles: [String: StoredProfile], sealing: FileSealing, movingAsideCorruptFile: Bool) throws(TokenStoreError) {
+        let bytes = try StoreFormat.encode(
+            profiles, path: path, key: sealing.key, reference: sealing.reference, chosenPlaintext: sealing.isChosenPlaintext)
         let identity: FileIdentity?
         do {
             if movingAsideCorruptFile, try StoreFileSystem.identity(of: path) != nil {
@@ -206,7 +303,7 @@ public actor IDTokenStore: TokenStore {
             throw error
         }
         if let identity {
-            cache = (identity, profiles)
+            cache = (identity, profiles, sealing)
         }
         fileWatch.changed(to: identity)
     }

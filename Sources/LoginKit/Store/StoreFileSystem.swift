@@ -181,6 +181,12 @@ package enum StoreFileSystem {
         return String(cString: resolved)
     }
 
+    /// Whether `path` is a Unix socket (a D-Bus session bus at `$XDG_RUNTIME_DIR/bus`).
+    static func isSocket(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFSOCK
+    }
+
     static func parentDirectory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         let parent = String(path[..<slash])

@@ -6,7 +6,7 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case insecurePermissions, wrongOwner, corrupt, unsupportedVersion, sealedWithoutKey
-            case wrongKey, invalidKey, io, lockFailed, lockTimedOut, unavailable, conflict, outOfScope
+            case wrongKey, invalidKey, keyUnavailable, io, lockFailed, lockTimedOut, unavailable, conflict, outOfScope
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -25,6 +25,10 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
         public static let wrongKey = Code(.wrongKey)
         /// The configured sealing key is not 32 bytes of base64.
         public static let invalidKey = Code(.invalidKey)
+        /// The file is sealed with a key its provider no longer has (a kernel keyring emptied by a
+        /// reboot, a keyring item deleted): log in again. The file reads as empty for a save, which
+        /// sets it aside (`<path>.corrupt-<time>`) before writing; it is never deleted.
+        public static let keyUnavailable = Code(.keyUnavailable)
         /// A system call failed (the message has the errno text).
         public static let io = Code(.io)
         /// The lock file could not be opened or locked.
@@ -32,7 +36,8 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
         /// The lock stayed held by another process for longer than the store waits (the message
         /// names the holder; a stopped process holds it until it is resumed or killed).
         public static let lockTimedOut = Code(.lockTimedOut)
-        /// The store's backing service (a database) could not be reached or did not answer in time.
+        /// The store's backing service (a database, a keyring holding its key) could not be reached,
+        /// is locked, or did not answer in time.
         /// `AuthService` then keeps serving a still-valid token it already had.
         public static let unavailable = Code(.unavailable)
         /// A write lost a race it should not have been in: the row changed since it was read

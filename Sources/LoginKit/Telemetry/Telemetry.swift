@@ -109,7 +109,7 @@ package enum Telemetry {
         }
     }
 
-    private static func recordStoreOperation(_ operation: String, store: String, outcome: String, since start: ContinuousClock.Instant) {
+    static func recordStoreOperation(_ operation: String, store: String, outcome: String, since start: ContinuousClock.Instant) {
         Counter(label: "loginkit_store_operations_total", dimensions: [("operation", operation), ("outcome", outcome), ("store", store)]).increment()
         CoreMetrics.Timer(label: "loginkit_store_operation_duration_seconds", dimensions: [("operation", operation), ("store", store)])
             .recordNanoseconds(nanoseconds(since: start))

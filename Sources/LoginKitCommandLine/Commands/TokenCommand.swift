@@ -174,6 +174,8 @@ struct StatusCommand: AsyncParsableCommand {
                 throw CLIFailure(exitCode: 3, "not logged in (profile \"\(storeOptions.profileName)\"); run `loginkit login`")
             }
             let details = try await opened.details()
+            // How the file is protected (a database store: sealed or not, as before).
+            let storage = try await (opened.store as? IDTokenStore)?.protection()
             let user = User(credentials: profile.credentials, fallbackID: User.ID(rawValue: profile.userID ?? ""))
             let expiresAt = profile.credentials.expiresAt
             let expired = expiresAt.map { $0 <= Date() } ?? false
@@ -185,7 +187,8 @@ struct StatusCommand: AsyncParsableCommand {
                     "expires_at": JSONOutput.timestamp(expiresAt), "expired": .flag(expired),
                     "has_refresh_token": .flag(profile.credentials.refreshToken != nil),
                     "has_id_token": .flag(profile.credentials.idToken != nil),
-                    "store": .text(opened.location), "sealed": .flag(opened.isSealed),
+                    "store": .text(opened.location), "sealed": .flag(storage?.isSealed ?? opened.isSealed),
+                    "storage": .textOrNull(storage?.level), "storage_detail": .textOrNull(storage.map(\.detail)),
                 ].merging(details.map { ($0.key, .text($0.value)) }) { first, _ in first })
             } else {
                 print("profile:        \(storeOptions.profileName)")
@@ -195,7 +198,8 @@ struct StatusCommand: AsyncParsableCommand {
                 print("expires:        \(expiresAt.map { $0.formatted(.iso8601) } ?? "never")\(expired ? " (expired)" : "")")
                 print("refresh token:  \(profile.credentials.refreshToken != nil ? "yes" : "no")")
                 print("id token:       \(profile.credentials.idToken != nil ? "yes" : "no")")
-                print("store:          \(opened.location)\(opened.isSealed ? " (sealed)" : "")")
+                print("store:          \(opened.location)\(storage == nil && opened.isSealed ? " (sealed)" : "")")
+                if let storage { print("storage:        \(Terminal.printable(storage.description, limit: 500))") }
                 for detail in details {
                     print("\(detail.label + ":")\(String(repeating: " ", count: max(1, 16 - detail.label.count - 1)))\(Terminal.printable(detail.value, limit: 500))")
                 }

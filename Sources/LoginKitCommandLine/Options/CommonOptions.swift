@@ -19,6 +19,14 @@ struct StoreOptions: ParsableArguments {
             """)
     var store: String?
 
+    @Option(
+        help: """
+            Where the store's sealing key lives: auto (default: LOGINKIT_STORE_KEY or LOGINKIT_STORE_KEY_FILE \
+            when set, else the Secret Service, else the kernel keyring, else plaintext with a warning), \
+            secret-service, kernel-keyring, or plaintext (default: $LOGINKIT_STORAGE, else auto).
+            """)
+    var storage: String?
+
     @Flag(help: "Print more detail about failures.")
     var verbose = false
 
@@ -50,11 +58,36 @@ struct StoreOptions: ParsableArguments {
                 throw CLIFailure(error)
             }
         }
+        let sealing = try Self.sealing(storage ?? environment["LOGINKIT_STORAGE"], origin: storage != nil ? "--storage" : "LOGINKIT_STORAGE")
         do {
-            let file = try IDTokenStore(path: store, sealing: .environment, environment: environment)
+            let file = try IDTokenStore(path: store, sealing: sealing, environment: environment)
             return CommandLineStore(store: file, location: file.path, isSealed: file.isSealed)
         } catch {
             throw CLIFailure(error)
+        }
+    }
+
+    /// The `--storage` / `LOGINKIT_STORAGE` choices.
+    static let storageChoices = ["auto", "secret-service", "kernel-keyring", "plaintext"]
+
+    /// The file store's sealing for a `--storage` value (`nil` or empty: `auto`).
+    ///
+    /// - Throws: a usage failure (exit 2) for another value.
+    static func sealing(_ value: String?, origin: String) throws -> StoreSealing {
+        switch value.flatMap({ $0.isEmpty ? nil : $0 }) ?? "auto" {
+        case "auto":
+            // One warning line per process (the CLI opens one store): the tokens are about to be
+            // written in plain JSON although nobody chose that.
+            return .automatic(AutomaticSealing(onPlaintextFallback: { protection in
+                Terminal.warning(
+                    "tokens are saved unencrypted (a 0600 file): \(protection.detail); "
+                        + "set LOGINKIT_STORE_KEY, or choose --storage plaintext to silence this")
+            }))
+        case "secret-service": return .provider(SecretServiceKeyProvider())
+        case "kernel-keyring": return .provider(KernelKeyringKeyProvider())
+        case "plaintext": return .none
+        case let other:
+            throw CLIFailure.usage("\(origin) \"\(Terminal.printable(other))\" is not one of \(storageChoices.joined(separator: ", "))")
         }
     }
 

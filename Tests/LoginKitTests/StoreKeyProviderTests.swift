@@ -1,0 +1,233 @@
+import Foundation
+@testable import LoginKit
+import LoginKitHTTP
+import LoginKitJOSE
+import LoginKitTestSupport
+import Testing
+
+/// A key provider of the test's own, as an app would plug an HSM or a vault: keys in memory, and a
+/// switch that makes it unavailable.
+final class MemoryKeyProvider: StoreKeyProvider {
+    let name: String
+    private let state = LockedState<(keys: [String: SymmetricKey], available: Bool)>(([:], true))
+
+    init(name: String = "memory-test") { self.name = name }
+
+    var isAvailable: Bool {
+        get { state.withLock { $0.available } }
+        set { state.withLock { $0.available = newValue } }
+    }
+    var ids: [String] { state.withLock { Array($0.keys.keys) } }
+
+    func availability() async -> StoreKeyAvailability {
+        isAvailable ? .available("in memory") : .unavailable("switched off by the test")
+    }
+    func key(id: String) async throws -> SymmetricKey? {
+        guard isAvailable else { throw TokenStoreError(.unavailable, path: name, "switched off by the test") }
+        return state.withLock { $0.keys[id] }
+    }
+    func store(_ key: SymmetricKey, id: String, label: String) async throws {
+        guard isAvailable else { throw TokenStoreError(.unavailable, path: name, "switched off by the test") }
+        state.withLock { $0.keys[id] = key }
+    }
+    func removeKey(id: String) async throws {
+        state.withLock { $0.keys[id] = nil }
+    }
+}
+
+private func profile(_ token: String) -> StoredProfile {
+    StoredProfile(
+        credentials: Credentials(idToken: nil, accessToken: token, refreshToken: "refresh-" + token, expiresAt: Date(timeIntervalSinceNow: 3600)),
+        source: CredentialSource(kind: .oauth2, endpoint: "https://id.example.com", clientID: "cli"))
+}
+
+private func header(_ path: String) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+}
+
+@Suite(.timeLimit(.minutes(3)))
+struct StoreKeyProviderTests {
+    @Test func aProviderSealsTheFileAndItsHeaderNamesTheKey() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let provider = MemoryKeyProvider()
+            let store = try IDTokenStore(path: path, sealing: .provider(provider))
+            try await store.save(profile("access-one"), as: "default")
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(!text.contains("access-one"), "sealed: no token in clear")
+            let sealed = try #require(try header(path)["sealed"] as? [String: Any])
+            let key = try #require(sealed["key"] as? [String: String])
+            #expect(key["provider"] == "memory-test")
+            #expect(key["id"]?.count == 32 && provider.ids == [key["id"]])
+            #expect(try await store.protection() == StoreProtection(level: "memory-test"))
+
+            // Another store (another process's) on the file finds the key through the provider,
+            // even one configured as plain: the header says whose key it is.
+            let reader = try IDTokenStore(path: path, sealing: .provider(provider))
+            #expect(try await reader.profile(named: "default")?.credentials.accessToken == "access-one")
+            // A store that does not have the provider cannot know the key: log in again.
+            let stranger = try IDTokenStore(path: path, sealing: .none)
+            let error = await thrown { try await stranger.profile(named: "default") } as? TokenStoreError
+            #expect(error?.code == .keyUnavailable)
+        }
+    }
+
+    @Test func aLostKeyReadsAsLogInAgainAndTheFileIsSetAsideNotDeleted() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let provider = MemoryKeyProvider()
+            try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile("before"), as: "default")
+            let sealedBytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            for id in provider.ids { try await provider.removeKey(id: id) }  // a reboot, for the kernel keyring
+
+            let store = try IDTokenStore(path: path, sealing: .provider(provider))
+            let error = await thrown { try await store.profile(named: "default") } as? TokenStoreError
+            #expect(error?.code == .keyUnavailable)
+            #expect(error?.message.contains("log in again") == true)
+            #expect(error?.message.contains("no longer available") == true)
+
+            // The next login saves: the old file is moved aside byte for byte, the new one sealed anew.
+            try await store.save(profile("after"), as: "default")
+            let aside = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tokens.json.corrupt-") }
+            #expect(aside.count == 1)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/" + (aside.first ?? ""))) == sealedBytes)
+            #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "after")
+        }
+    }
+
+    @Test func aProviderThatCannotAnswerIsUnavailableNotLost() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let provider = MemoryKeyProvider()
+            try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile("kept"), as: "default")
+            let before = try Data(contentsOf: URL(fileURLWithPath: path))
+            provider.isAvailable = false
+            let store = try IDTokenStore(path: path, sealing: .provider(provider))
+            #expect((await thrown { try await store.profile(named: "default") } as? TokenStoreError)?.code == .unavailable)
+            // A save does not replace what it could not read.
+            #expect((await thrown { try await store.save(profile("new"), as: "other") } as? TokenStoreError)?.code == .unavailable)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains("corrupt") }.isEmpty)
+        }
+    }
+
+    @Test func automaticTakesTheFirstUsableProvider() async throws {
+        try await withTemporaryDirectory { directory in
+            let off = MemoryKeyProvider(name: "first")
+            off.isAvailable = false
+            let on = MemoryKeyProvider(name: "second")
+            let store = try IDTokenStore(
+                path: directory + "/tokens.json",
+                sealing: .automatic(AutomaticSealing(providers: [off, on], usesExplicitKey: false, onPlaintextFallback: { _ in Issue.record("no fallback") })))
+            try await store.save(profile("x"), as: "default")
+            #expect(try await store.protection().level == "second")
+            #expect(off.ids.isEmpty && on.ids.count == 1)
+        }
+    }
+
+    @Test func automaticFallsBackToPlaintextReportedOncePerStore() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let off = MemoryKeyProvider()
+            off.isAvailable = false
+            let reports = LockedState<[StoreProtection]>([])
+            let store = try IDTokenStore(
+                path: path,
+                sealing: .automatic(AutomaticSealing(providers: [off], usesExplicitKey: false, onPlaintextFallback: { p in reports.withLock { $0.append(p) } })))
+            try await store.save(profile("one"), as: "default")
+            try await store.save(profile("two"), as: "default")
+            #expect(reports.withLock { $0.count } == 1, "one report per store, not per save")
+            let protection = try await store.protection()
+            #expect(protection.level == StoreProtection.plaintext && protection.isFallback)
+            #expect(protection.detail.contains("memory-test: switched off by the test"))
+            #expect(try header(path)["profiles"] != nil, "plain JSON")
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        }
+    }
+
+    @Test func withoutTheFallbackNothingIsWrittenAndTheErrorIsTyped() async throws {
+        try await withTemporaryDirectory { directory in
+            let off = MemoryKeyProvider()
+            off.isAvailable = false
+            let store = try IDTokenStore(
+                path: directory + "/tokens.json",
+                sealing: .automatic(AutomaticSealing(providers: [off], usesExplicitKey: false, allowsPlaintextFallback: false)))
+            let error = await thrown { try await store.save(profile("x"), as: "default") } as? TokenStoreError
+            #expect(error?.code == .unavailable)
+            #expect(!FileManager.default.fileExists(atPath: directory + "/tokens.json"))
+        }
+    }
+
+    @Test func anExplicitKeyComesFirstInAutomatic() async throws {
+        try await withTemporaryDirectory { directory in
+            let provider = MemoryKeyProvider()
+            let key = Data(repeating: 7, count: 32).base64EncodedString()
+            let store = try IDTokenStore(
+                path: directory + "/tokens.json", sealing: .automatic(AutomaticSealing(providers: [provider])),
+                environment: ["LOGINKIT_STORE_KEY": key, "HOME": directory])
+            try await store.save(profile("x"), as: "default")
+            #expect(try await store.protection().level == StoreProtection.environmentKey)
+            #expect(provider.ids.isEmpty)
+            let sealed = try #require(try header(directory + "/tokens.json")["sealed"] as? [String: Any])
+            #expect(sealed["key"] == nil, "an explicit key is not named in the file")
+        }
+    }
+
+    @Test func aPlainStoreIsSealedOnItsNextSaveAndMigratesBothWays() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            try await IDTokenStore(path: path, sealing: .none).save(profile("plain"), as: "default")
+            let provider = MemoryKeyProvider()
+            let store = try IDTokenStore(path: path, sealing: .provider(provider))
+            #expect(try await store.protection() == StoreProtection(level: "plaintext", detail: "sealed with memory-test on the next save"))
+            try await store.save(profile("sealed"), as: "default")
+            #expect(try header(path)["sealed"] != nil)
+
+            // To plaintext: the file is plain, and the key it no longer needs is gone.
+            #expect(try await store.migrate(to: .none).level == StoreProtection.plaintext)
+            #expect(try header(path)["profiles"] != nil)
+            #expect(provider.ids.isEmpty)
+            #expect(try header(path)["storage"] as? String == "plaintext", "marked as chosen")
+            // Plain by choice stays plain for an automatic store (a keyring is usable here)…
+            let automatic = try IDTokenStore(path: path, sealing: .automatic(AutomaticSealing(providers: [provider], usesExplicitKey: false)))
+            #expect(try await automatic.protection() == StoreProtection(level: "plaintext", detail: "by choice"))
+            try await automatic.save(profile("still plain"), as: "default")
+            #expect(try header(path)["profiles"] != nil && provider.ids.isEmpty)
+            // …while a plain file nobody chose (a fallback, an older file) is sealed on its next save.
+            try Data(try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "\"storage\" : \"plaintext\",", with: "").utf8)
+                .write(to: URL(fileURLWithPath: path))
+            let unmarked = try IDTokenStore(path: path, sealing: .automatic(AutomaticSealing(providers: [provider], usesExplicitKey: false)))
+            #expect(try await unmarked.protection() == StoreProtection(level: "plaintext", detail: "sealed with memory-test on the next save"))
+            #expect(try await unmarked.migrate(to: .none).level == "plaintext")
+
+            // And back.
+            #expect(try await store.migrate(to: .provider(provider)).level == "memory-test")
+            #expect(try header(path)["sealed"] != nil && provider.ids.count == 1)
+            #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "still plain")
+        }
+    }
+
+    @Test(.enabled(if: KernelKeyringKeyProvider.unavailableReason == nil, "the kernel refuses keyctl here (KeyringCLITests check the fallback)"))
+    func theKernelKeyringKeepsTheKeyForEveryProcessUntilItIsGone() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let store = try IDTokenStore(path: path, sealing: .provider(KernelKeyringKeyProvider()))
+            try await store.save(profile("kernel"), as: "default")
+            let sealed = try #require(try header(path)["sealed"] as? [String: Any])
+            let id = try #require((sealed["key"] as? [String: String])?["id"])
+            #expect((sealed["key"] as? [String: String])?["provider"] == "kernel-keyring")
+            #expect(try await store.protection().description == "kernel-keyring (survives logout, not reboot)")
+            // Another process: the test helper reads the store with a fresh store of its own.
+            #expect(try await IDTokenStore(path: path, sealing: .none).profile(named: "default")?.credentials.accessToken == "kernel")
+            let key = try #require(try await KernelKeyringKeyProvider().key(id: id))
+            #expect(key.bytes.count == 32)
+
+            try await KernelKeyringKeyProvider().removeKey(id: id)  // as a reboot does
+            #expect(try await KernelKeyringKeyProvider().key(id: id) == nil)
+            let error = await thrown { try await IDTokenStore(path: path, sealing: .none).profile(named: "default") } as? TokenStoreError
+            #expect(error?.code == .keyUnavailable)
+            #expect(error?.message.contains("does not survive a reboot") == true)
+        }
+    }
+}
