@@ -120,6 +120,13 @@ public actor IDTokenStore: TokenStore {
             let availability = await provider.availability()
             protection.detail = availability.isAvailable ? availability.detail : "not reachable now: \(availability.detail)"
         }
+        if protection.isSealed {
+            // Fell back to this level: say from what, and why.
+            let skipped = await keys.reasonsBefore(protection.level)
+            if !skipped.isEmpty {
+                protection.detail = ([protection.detail].filter { !$0.isEmpty } + ["not " + skipped.joined(separator: "; not ")]).joined(separator: "; ")
+            }
+        }
         return protection
     }
 

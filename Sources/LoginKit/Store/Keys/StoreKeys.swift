@@ -256,6 +256,19 @@ final class StoreKeys {
         provider == "kernel-keyring" ? "survives logout, not reboot" : ""
     }
 
+    /// Why the providers `.automatic` tries before `level` are not used now (for `status` on a
+    /// headless machine: the kernel keyring, because there is no session bus). Empty when this
+    /// store is not automatic, or when they are usable (a file keeps the key it was sealed with).
+    nonisolated(nonsending) func reasonsBefore(_ level: String) async -> [String] {
+        guard case .automatic(let automatic) = sealing, let index = automatic.providers.firstIndex(where: { $0.name == level }) else { return [] }
+        var reasons: [String] = []
+        for provider in automatic.providers[..<index] {
+            let availability = await provider.availability()
+            if !availability.isAvailable { reasons.append("\(provider.name): \(availability.detail)") }
+        }
+        return reasons
+    }
+
     /// The provider named `name`, for `status` (who serves the Secret Service).
     func provider(named name: String) -> (any StoreKeyProvider)? { providers[name] }
 }
