@@ -48,6 +48,8 @@ static struct {
     void (*cancellable_cancel)(void *);
     gboolean (*cancellable_is_cancelled)(void *);
     void *(*dbus_proxy_get_connection)(void *);
+    void *(*bus_get_sync)(int, void *, GError **);
+    void (*dbus_connection_set_exit_on_close)(void *, gboolean);
     void *(*dbus_connection_call_sync)(void *, const char *, const char *, const char *, const char *, void *, const void *, int, int, void *, GError **);
     void *(*variant_new)(const char *, ...);
     void (*variant_get)(void *, const char *, ...);
@@ -108,6 +110,8 @@ static void load(void) {
     LOAD(cancellable_cancel, gio, "g_cancellable_cancel");
     LOAD(cancellable_is_cancelled, gio, "g_cancellable_is_cancelled");
     LOAD(dbus_proxy_get_connection, gio, "g_dbus_proxy_get_connection");
+    LOAD(bus_get_sync, gio, "g_bus_get_sync");
+    LOAD(dbus_connection_set_exit_on_close, gio, "g_dbus_connection_set_exit_on_close");
     LOAD(dbus_connection_call_sync, gio, "g_dbus_connection_call_sync");
     LOAD(service_get_type, secret, "secret_service_get_type");
     LOAD(service_open_sync, secret, "secret_service_open_sync");
@@ -171,6 +175,15 @@ static int failure(loginkit_secret_operation *operation, GError *gerror, int sta
 
 static void *open_service(loginkit_secret_operation *operation, int *status, char **error) {
     GError *gerror = NULL;
+    // GLib's shared session-bus connection (which libsecret uses) sends the whole process SIGTERM
+    // when the bus goes away, unless told otherwise: a library must not do that to its host.
+    void *bus = lib.bus_get_sync(2 /* G_BUS_TYPE_SESSION */, operation->cancellable, &gerror);
+    if (!bus) {
+        *status = failure(operation, gerror, LOGINKIT_SECRET_UNAVAILABLE, "no D-Bus session bus", error);
+        return NULL;
+    }
+    lib.dbus_connection_set_exit_on_close(bus, 0);
+    lib.object_unref(bus);
     // A service of our own (not libsecret's shared one), so that a daemon that went away and came
     // back is met afresh by the next operation.
     void *service = lib.service_open_sync(lib.service_get_type(), NULL, SECRET_SERVICE_OPEN_SESSION, operation->cancellable, &gerror);
@@ -246,7 +259,10 @@ int loginkit_secret_lookup(loginkit_secret_operation *operation, const char *key
     if (gerror) {
         status = failure(operation, gerror, LOGINKIT_SECRET_UNAVAILABLE, "the search failed", error);
     } else if (!items) {
-        status = LOGINKIT_SECRET_NOT_FOUND;
+        // "Not found" only from a service that could have shown it: a locked or missing default
+        // collection (a locked KeePassXC database shows no items) is not a lost key.
+        status = default_collection(operation, service, error);
+        if (status == LOGINKIT_SECRET_OK) status = LOGINKIT_SECRET_NOT_FOUND;
     } else {
         void *item = items->data;
         void *value = lib.item_get_locked(item) ? NULL : lib.item_get_secret(item);
@@ -254,7 +270,13 @@ int loginkit_secret_lookup(loginkit_secret_operation *operation, const char *key
             status = LOGINKIT_SECRET_LOCKED;
             if (error) *error = copy("the key's item is locked");
         } else {
-            *secret = copy(lib.value_get_text(value));
+            const char *text = lib.value_get_text(value);
+            if (text) {
+                *secret = copy(text);
+            } else {
+                status = LOGINKIT_SECRET_UNAVAILABLE;
+                if (error) *error = copy("the key's item does not hold text (not a LoginKit key)");
+            }
             lib.value_unref(value);
         }
         for (GList *entry = items; entry; entry = entry->next) lib.object_unref(entry->data);

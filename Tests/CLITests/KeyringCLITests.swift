@@ -196,7 +196,7 @@ struct KeyringCLITests {
 
                 let plain = try await confined(loginArguments + [directory + "/plain.json"], storage: "plaintext", input: "demo\n")
                 #expect(plain.status == 0 && !plain.stderr.contains("warning"), "\(plain.stderr)")
-                #expect(try await confined(["status", "--store", directory + "/plain.json"], storage: "auto").stdout.contains("storage:        plaintext (by choice)"))
+                #expect(try await confined(["status", "--store", directory + "/plain.json"], storage: "plaintext").stdout.contains("storage:        plaintext (by choice)"))
             }
         }
     }

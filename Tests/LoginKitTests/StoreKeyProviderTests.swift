@@ -65,10 +65,14 @@ struct StoreKeyProviderTests {
             // even one configured as plain: the header says whose key it is.
             let reader = try IDTokenStore(path: path, sealing: .provider(provider))
             #expect(try await reader.profile(named: "default")?.credentials.accessToken == "access-one")
-            // A store that does not have the provider cannot know the key: log in again.
+            // A store that does not have the provider cannot ask it: unavailable (the key may well
+            // exist), and its saves leave the file as it is rather than set it aside.
             let stranger = try IDTokenStore(path: path, sealing: .none)
             let error = await thrown { try await stranger.profile(named: "default") } as? TokenStoreError
-            #expect(error?.code == .keyUnavailable)
+            #expect(error?.code == .unavailable)
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect((await thrown { try await stranger.save(profile("other"), as: "other") } as? TokenStoreError)?.code == .unavailable)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
         }
     }
 
@@ -200,6 +204,11 @@ struct StoreKeyProviderTests {
             let unmarked = try IDTokenStore(path: path, sealing: .automatic(AutomaticSealing(providers: [provider], usesExplicitKey: false)))
             #expect(try await unmarked.protection() == StoreProtection(level: "plaintext", detail: "sealed with memory-test on the next save"))
             #expect(try await unmarked.migrate(to: .none).level == "plaintext")
+            // A plain store by configuration (the library's default) does not mark its files: only a
+            // migration is a user's lasting choice.
+            let other = directory + "/other.json"
+            try await IDTokenStore(path: other, sealing: .none).save(profile("p"), as: "default")
+            #expect(try header(other)["storage"] == nil)
 
             // And back.
             #expect(try await store.migrate(to: .provider(provider)).level == "memory-test")
@@ -227,7 +236,133 @@ struct StoreKeyProviderTests {
             #expect(try await KernelKeyringKeyProvider().key(id: id) == nil)
             let error = await thrown { try await IDTokenStore(path: path, sealing: .none).profile(named: "default") } as? TokenStoreError
             #expect(error?.code == .keyUnavailable)
-            #expect(error?.message.contains("does not survive a reboot") == true)
+            #expect(error?.message.contains("emptied by a reboot") == true)
         }
+    }
+
+    /// Review finding: a long-lived process keeps the key in memory while its provider loses it
+    /// (the kernel keyring's 3-day expiry, an item deleted): its next save must put it back, or
+    /// the file it writes would open nowhere else.
+    @Test func aSaveStoresTheKeyAgainWhenItsProviderLostIt() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let provider = MemoryKeyProvider()
+            let store = try IDTokenStore(path: path, sealing: .provider(provider))
+            try await store.save(profile("one"), as: "default")
+            let ids = provider.ids
+            for id in ids { try await provider.removeKey(id: id) }
+            try await store.save(profile("two"), as: "default")
+            #expect(provider.ids == ids, "the same key, under the same id")
+            #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "two")
+        }
+    }
+
+    /// Review finding: the explicit key is the store's (from the environment it was given), not
+    /// looked up again in the process environment when a new file is sealed.
+    @Test func anExplicitKeyComesFromTheStoresEnvironment() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let environment = ["LOGINKIT_STORE_KEY": Data(repeating: 9, count: 32).base64EncodedString(), "HOME": directory]
+            try await IDTokenStore(path: path, sealing: .environment, environment: environment).save(profile("env"), as: "default")
+            #expect(try header(path)["sealed"] != nil)
+            #expect(try await IDTokenStore(path: path, sealing: .environment, environment: environment).profile(named: "default")?.credentials.accessToken == "env")
+        }
+    }
+
+    /// Review finding: migrating a copy of another store's file must not delete that store's key.
+    @Test func migratingACopiedFileLeavesTheOriginalsKey() async throws {
+        try await withTemporaryDirectory { directory in
+            let provider = MemoryKeyProvider()
+            let original = directory + "/tokens.json", copy = directory + "/copy.json"
+            try await IDTokenStore(path: original, sealing: .provider(provider)).save(profile("o"), as: "default")
+            try FileManager.default.copyItem(atPath: original, toPath: copy)
+            #expect(try await IDTokenStore(path: copy, sealing: .provider(provider)).migrate(to: .none).level == "plaintext")
+            #expect(try await IDTokenStore(path: original, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "o")
+        }
+    }
+
+    /// Review finding: a read that suspended on its key provider must not, when it resumes, leave
+    /// behind what it read — another process has since replaced the file (a migration that removed
+    /// that key), and this process's next save would seal the new content with the removed key.
+    @Test func aReadThatResumesLateDoesNotDecideTheNextSave() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let shared = MemoryKeyProvider()
+            try await IDTokenStore(path: path, sealing: .provider(shared)).save(profile("x"), as: "default")
+            let gated = GatedKeyProvider(shared)
+            let processA = try IDTokenStore(path: path, sealing: .automatic(AutomaticSealing(providers: [gated], usesExplicitKey: false)))
+            let lateRead = Task { try await processA.profile(named: "default") }
+            await gated.lookupArrived()  // the read has the old key in hand and is suspended
+            // Process B migrates to plaintext and removes the key.
+            #expect(try await IDTokenStore(path: path, sealing: .provider(shared)).migrate(to: .none).level == "plaintext")
+            #expect(shared.ids.isEmpty)
+            // Process A saves; the late read resumes meanwhile.
+            try await processA.withExclusiveAccess(to: "default") { transaction in
+                gated.open()
+                _ = try? await lateRead.value
+                transaction["default"] = profile("after")
+            }
+            // A saved what it read under the lock — the plain file B chose — not the sealing the
+            // late read saw; and whatever A wrote opens in a fresh process.
+            #expect(try header(path)["storage"] as? String == "plaintext")
+            #expect(shared.ids.isEmpty, "the removed key stays removed")
+            let fresh = try IDTokenStore(path: path, sealing: .provider(shared))
+            #expect(try await fresh.profile(named: "default")?.credentials.accessToken == "after")
+        }
+    }
+}
+
+/// A provider that hands out `base`'s key only when the test opens the gate, after telling the test
+/// that a look-up has the key in hand: it suspends a store's read at a chosen moment.
+final class GatedKeyProvider: StoreKeyProvider {
+    let base: MemoryKeyProvider
+    var name: String { base.name }
+    private let state = LockedState<(gate: [CheckedContinuation<Void, Never>], open: Bool, arrived: [CheckedContinuation<Void, Never>], arrivals: Int)>(([], false, [], 0))
+
+    init(_ base: MemoryKeyProvider) { self.base = base }
+
+    func availability() async -> StoreKeyAvailability { await base.availability() }
+    func store(_ key: SymmetricKey, id: String, label: String) async throws { try await base.store(key, id: id, label: label) }
+    func removeKey(id: String) async throws { try await base.removeKey(id: id) }
+
+    func key(id: String) async throws -> SymmetricKey? {
+        let key = try await base.key(id: id)
+        let waiters = state.withLock { state in
+            state.arrivals += 1
+            defer { state.arrived = [] }
+            return state.arrived
+        }
+        for waiter in waiters { waiter.resume() }
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state in
+                if state.open { return true }
+                state.gate.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+        return key
+    }
+
+    /// Returns once a look-up holds its key and waits at the gate.
+    func lookupArrived() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if state.arrivals > 0 { return true }
+                state.arrived.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Lets every look-up through, now and later.
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.gate = [] }
+            return state.gate
+        }
+        for waiter in waiters { waiter.resume() }
     }
 }

@@ -32,7 +32,6 @@ enum {
     LOGINKIT_SECRET_LOCKED = 2,           // the item or the default collection is locked
     LOGINKIT_SECRET_UNAVAILABLE = 3,      // no service on the bus, a D-Bus failure, no default collection
     LOGINKIT_SECRET_CANCELLED = 4,        // cancelled (the caller's time limit)
-    LOGINKIT_SECRET_NOT_INSTALLED = 5,    // libsecret-1.so.0 (or GLib) could not be loaded
 };
 
 /// An operation's cancellation handle (a GCancellable): cancel it from any thread.

@@ -17,28 +17,42 @@ import Darwin
 /// whether it is stopped (a process suspended with Ctrl-Z keeps its locks).
 struct FileLock: ~Copyable {
     private let descriptor: Int32
+    /// Whether releasing closes the descriptor (`false`: a ``KeptLockFile``'s, unlocked and kept).
+    private let closesOnRelease: Bool
 
     /// Opens (creating `0600`) and locks `path`, waiting at most `timeout`.
     ///
     /// - Throws: `TokenStoreError` (`.lockFailed`, `.lockTimedOut`, unsafe lock file), `CancellationError`.
     static func acquire(_ path: String, timeout: Duration) async throws -> FileLock {
-        let descriptor = try openLockFile(path)
+        try await acquire(descriptor: try openLockFile(path), path: path, timeout: timeout, closesOnRelease: true)
+    }
+
+    /// Locks `kept`'s lock file through the descriptor it keeps open (reopened when the file was
+    /// deleted meanwhile), waiting at most `timeout`. Releasing unlocks it and keeps it open: a
+    /// store that saves again and again spares the `open`, `fstat` and `close` of each save.
+    ///
+    /// The caller serialises acquisitions of one `kept` (the store's in-process lock).
+    static func acquire(_ kept: KeptLockFile, timeout: Duration) async throws -> FileLock {
+        try await acquire(descriptor: try kept.descriptor(), path: kept.path, timeout: timeout, closesOnRelease: false)
+    }
+
+    private static func acquire(descriptor: Int32, path: String, timeout: Duration, closesOnRelease: Bool) async throws -> FileLock {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         var pause = Duration.milliseconds(1)
         while true {
             if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
                 recordHolder(descriptor)
-                return FileLock(descriptor: descriptor)
+                return FileLock(descriptor: descriptor, closesOnRelease: closesOnRelease)
             }
             let code = errno
             guard code == EWOULDBLOCK || code == EINTR else {
-                close(descriptor)
+                if closesOnRelease { close(descriptor) }
                 throw TokenStoreError(.lockFailed, path: path, "could not lock \(path): \(StoreFileSystem.errnoText(code))", errno: code)
             }
             guard clock.now < deadline else {
                 let holder = describeHolder(descriptor)
-                close(descriptor)
+                if closesOnRelease { close(descriptor) }
                 throw TokenStoreError(
                     .lockTimedOut, path: path,
                     "\(path) stayed locked for more than \(timeout) by \(holder); if that process is stuck or stopped, resume or end it")
@@ -46,7 +60,7 @@ struct FileLock: ~Copyable {
             do {
                 try await Task.sleep(for: min(pause, deadline - clock.now))
             } catch {
-                close(descriptor)
+                if closesOnRelease { close(descriptor) }
                 throw CancellationError()
             }
             pause = min(pause * 2, .milliseconds(50))
@@ -54,7 +68,7 @@ struct FileLock: ~Copyable {
     }
 
     /// Opens the lock file, refusing one that is not a regular file of ours with safe permissions.
-    private static func openLockFile(_ path: String) throws(TokenStoreError) -> Int32 {
+    fileprivate static func openLockFile(_ path: String) throws(TokenStoreError) -> Int32 {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         guard descriptor >= 0 else {
             throw TokenStoreError(.lockFailed, path: path, "could not open the lock file \(path): \(StoreFileSystem.errnoText(errno))", errno: errno)
@@ -113,17 +127,60 @@ struct FileLock: ~Copyable {
         return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
     }
 
-    private init(descriptor: Int32) {
+    private init(descriptor: Int32, closesOnRelease: Bool) {
         self.descriptor = descriptor
+        self.closesOnRelease = closesOnRelease
     }
 
-    /// Releases the lock (closing the descriptor releases the `flock`).
+    /// Releases the lock (closing the descriptor releases the `flock`; a kept one is unlocked).
     consuming func release() {
-        close(descriptor)
+        Self.unlock(descriptor, closing: closesOnRelease)
         discard self
     }
 
     deinit {
-        close(descriptor)
+        Self.unlock(descriptor, closing: closesOnRelease)
+    }
+
+    private static func unlock(_ descriptor: Int32, closing: Bool) {
+        if closing {
+            close(descriptor)
+        } else {
+            _ = flock(descriptor, LOCK_UN)
+        }
+    }
+}
+
+/// A store's lock file, kept open between its saves (``FileLock/acquire(_:timeout:)``).
+///
+/// `@unchecked Sendable`, safe because: the descriptor is read and replaced only inside the
+/// mutex of `state` (a `LockedState`), and it is used by one acquisition at a time (the store's
+/// in-process lock serialises them); `deinit` closes it when nothing holds the object.
+final class KeptLockFile: @unchecked Sendable {
+    let path: String
+    private let state = LockedState<Int32?>(nil)
+
+    init(path: String) { self.path = path }
+
+    /// The open descriptor: opened (and checked) the first time, and again when the lock file was
+    /// deleted since (its link count is 0): a deleted lock file would exclude nobody.
+    func descriptor() throws(TokenStoreError) -> Int32 {
+        try state.withLock { (descriptor: inout Int32?) throws(TokenStoreError) -> Int32 in
+            if let open = descriptor {
+                var info = stat()
+                if fstat(open, &info) == 0, info.st_nlink > 0 { return open }
+                close(open)
+                descriptor = nil
+            }
+            let opened = try FileLock.openLockFile(path)
+            descriptor = opened
+            return opened
+        }
+    }
+
+    deinit {
+        state.withLock { descriptor in
+            if let descriptor { close(descriptor) }
+        }
     }
 }

@@ -106,7 +106,7 @@ enum StoreFormat {
             do {
                 plaintext = try AESGCM.open(box, key: key, associatedData: associatedData)
             } catch {
-                throw TokenStoreError(.wrongKey, path: path, "\(path) does not open with the configured key (wrong key, or the file was altered); it is left untouched")
+                throw TokenStoreError(.wrongKey, path: path, "\(path) does not open with its key (another key, or the file was altered); it is left untouched")
             }
             do {
                 return try decoder().decode(SealedContents.self, from: Data(plaintext)).profiles

@@ -46,7 +46,15 @@ public actor IDTokenStore: TokenStore {
     private nonisolated let processLock = AsyncLock()
     private nonisolated let interactiveLock = AsyncLock()
     private nonisolated let lockTimeout: Duration
+    /// `<path>.lock`, kept open between saves.
+    private nonisolated let lockFile: KeptLockFile
+    /// Whether this store has swept the temp files a crashed writer may have left (once, at its
+    /// first write, and again after a write of its own failed).
+    private var sweptTemporaryFiles = false
     private var cache: (identity: FileIdentity, profiles: [String: StoredProfile], sealing: FileSealing)?
+    /// Moves on with every load that starts and every write: a load that suspended on a key
+    /// provider stores what it read only when nothing newer was read or written meanwhile.
+    private var cacheEpoch: UInt64 = 0
     /// What ``changeStamp()`` answers from, without a hop onto this actor.
     nonisolated let fileWatch: StoreFileWatch
 
@@ -73,6 +81,7 @@ public actor IDTokenStore: TokenStore {
         let path = path ?? Self.defaultPath(environment: environment)
         self.path = path
         self.lockPath = path + ".lock"
+        self.lockFile = KeptLockFile(path: path + ".lock")
         self.fileWatch = StoreFileWatch(path: path)
         self.directory = StoreFileSystem.parentDirectory(of: path)
         self.keys = try StoreKeys(sealing: sealing, path: path, environment: environment)
@@ -105,14 +114,14 @@ public actor IDTokenStore: TokenStore {
     ///
     /// - Throws: `TokenStoreError` when the file cannot be read (`.keyUnavailable`, `.unavailable`…).
     public func protection() async throws(TokenStoreError) -> StoreProtection {
-        _ = try await currentProfiles()
+        let read = try await currentFile()
         var protection: StoreProtection
-        if let sealing = cache?.sealing, sealing.protection.isSealed || (sealing.isChosenPlaintext && keys.keepsChosenPlaintext) {
+        if let sealing = read.sealing, sealing.protection.isSealed || (sealing.isChosenPlaintext && keys.keepsChosenPlaintext) {
             protection = sealing.protection
         } else {
             let next = await keys.preview()
             protection = next
-            if cache != nil, next.isSealed {
+            if read.sealing != nil, next.isSealed {
                 protection = StoreProtection(level: StoreProtection.plaintext, detail: "sealed with \(next.level) on the next save")
             }
         }
@@ -141,10 +150,11 @@ public actor IDTokenStore: TokenStore {
     public func migrate(to target: StoreSealing) async throws -> StoreProtection {
         try await processLock.withLock {
             try prepareDirectory()
-            let lock = try await FileLock.acquire(lockPath, timeout: lockTimeout)
+            let lock = try await FileLock.acquire(lockFile, timeout: lockTimeout)
             do {
-                let profiles = try await currentProfiles()
-                let before = cache?.sealing
+                let read = try await currentFile()
+                let profiles = read.profiles
+                let before = read.sealing
                 var destination = target
                 if case .automatic(var automatic) = target {
                     automatic.usesExplicitKey = false
@@ -153,7 +163,9 @@ public actor IDTokenStore: TokenStore {
                 }
                 let sealing = try await keys.choose(destination, forMigration: true)
                 try write(profiles, sealing: sealing, movingAsideCorruptFile: false)
-                if let old = before?.reference, old != sealing.reference { await keys.removeKey(old) }
+                // Only a key this store made (its id starts with the store's prefix): a copied or
+                // edited file must not make us delete another store's key.
+                if let old = before?.reference, old != sealing.reference, old.id.hasPrefix(keys.keyIDPrefix) { await keys.removeKey(old) }
                 lock.release()
                 return sealing.protection
             } catch {
@@ -168,15 +180,15 @@ public actor IDTokenStore: TokenStore {
     ) async throws -> T {
         try await processLock.withLock {
             try await prepareDirectory()
-            let lock = try await FileLock.acquire(lockPath, timeout: lockTimeout)
+            let lock = try await FileLock.acquire(lockFile, timeout: lockTimeout)
             do {
-                let (profiles, recovered) = try await readForUpdate()
+                let (profiles, read, recovered) = try await readForUpdate()
                 var transaction = TokenStoreTransaction(profiles: profiles)
                 transaction.recoveredFrom = recovered
                 let result = try await body(&transaction)
                 if transaction.hasChanges || (recovered != nil && !transaction.profiles.isEmpty) {
                     // A key is looked up or made only for a write, still under the lock.
-                    let sealing = try await sealingForSave(recovered: recovered)
+                    let sealing = try await sealingForSave(read: read)
                     try await write(transaction.profiles, sealing: sealing, movingAsideCorruptFile: recovered != nil)
                 }
                 lock.release()
@@ -209,41 +221,57 @@ public actor IDTokenStore: TokenStore {
 
     // MARK: Reading
 
+    /// What the file holds now and how it is sealed (`nil`: there is no file).
+    private typealias FileContents = (profiles: [String: StoredProfile], sealing: FileSealing?)
+
     private func currentProfiles() async throws(TokenStoreError) -> [String: StoredProfile] {
+        try await currentFile().profiles
+    }
+
+    private func currentFile() async throws(TokenStoreError) -> FileContents {
         guard let identity = try StoreFileSystem.identity(of: path) else {
             cache = nil
-            return [:]
+            return ([:], nil)
         }
-        if let cache, cache.identity == identity { return cache.profiles }
+        if let cache, cache.identity == identity { return (cache.profiles, cache.sealing) }
         // Another writer changed the file: cached token calls must not go on serving what this
         // read has just seen replaced (they would, until the watch's next look).
         if cache != nil { fileWatch.changed(to: identity) }
         return try await load()
     }
 
-    private func load() async throws(TokenStoreError) -> [String: StoredProfile] {
+    private func load() async throws(TokenStoreError) -> FileContents {
         let started = ContinuousClock.now
         do {
-            let profiles = try await loadFromDisk()
+            var contents: FileContents
+            do {
+                contents = try await loadFromDisk()
+            } catch where error.code == .keyUnavailable {
+                // The file may have been replaced while its old key was being looked up (another
+                // process migrated it and removed that key): read the new one before giving up.
+                contents = try await loadFromDisk()
+            }
             Telemetry.recordStoreOperation("read", store: "file", outcome: "success", since: started)
-            return profiles
+            return contents
         } catch {
             Telemetry.recordStoreOperation("read", store: "file", outcome: "failed", since: started)
             throw error
         }
     }
 
-    private func loadFromDisk() async throws(TokenStoreError) -> [String: StoredProfile] {
+    private func loadFromDisk() async throws(TokenStoreError) -> FileContents {
+        cacheEpoch &+= 1
+        let epoch = cacheEpoch
         guard let (identity, bytes) = try StoreFileSystem.readFile(path) else {
             cache = nil
-            return [:]
+            return ([:], nil)
         }
         try StoreFileSystem.checkStoreDirectory(directory)
         let header = try StoreFormat.header(bytes, path: path)
         // Only a sealed file needs a key, and its header says whose (a provider may be asked: the
         // actor may take other calls meanwhile, which read the file again themselves).
         var sealing = header.sealed == nil
-            ? FileSealing.plain(header.storage == "plaintext" ? FileSealing.chosenDetail : "")
+            ? (header.storage == "plaintext" ? FileSealing.chosenPlaintext : FileSealing.plain(""))
             : try await keys.key(for: header.sealed?.key)
         let profiles: [String: StoredProfile]
         do {
@@ -255,15 +283,21 @@ public actor IDTokenStore: TokenStore {
             sealing = try await keys.key(for: header.sealed?.key)
             profiles = try StoreFormat.decode(bytes, header: header, path: path, key: sealing.key)
         }
-        cache = (identity, profiles, sealing)
-        return profiles
+        // Remembered only when no other load or write began while a provider was asked: what
+        // they saw is newer than these bytes.
+        if cacheEpoch == epoch { cache = (identity, profiles, sealing) }
+        return (profiles, sealing)
     }
 
-    /// How the next save seals: as the file is sealed now, else as the store's sealing chooses for
-    /// a new (or plain, or set-aside) file.
-    private func sealingForSave(recovered: TokenStoreError?) async throws(TokenStoreError) -> FileSealing {
-        if recovered == nil, let sealing = cache?.sealing {
-            if sealing.protection.isSealed { return sealing }
+    /// How the next save seals: as the file this transaction read is sealed (its key checked with
+    /// its provider, and stored again if the provider lost it), else as the store's sealing chooses
+    /// for a new (or plain, or set-aside) file. Called holding the file lock.
+    private func sealingForSave(read: FileSealing?) async throws(TokenStoreError) -> FileSealing {
+        if let sealing = read {
+            if sealing.protection.isSealed {
+                try await keys.ensureStored(sealing)
+                return sealing
+            }
             if sealing.isChosenPlaintext, keys.keepsChosenPlaintext { return sealing }
         }
         return try await keys.sealingForNewFile()
@@ -272,20 +306,26 @@ public actor IDTokenStore: TokenStore {
     /// The profiles as on disk now (the cache only when the file's identity still matches it);
     /// a corrupt file reads as empty plus the error, so that the
     /// caller's save can replace it (after moving it aside). Every other error is thrown.
-    private func readForUpdate() async throws(TokenStoreError) -> ([String: StoredProfile], TokenStoreError?) {
+    private func readForUpdate() async throws(TokenStoreError) -> ([String: StoredProfile], FileSealing?, TokenStoreError?) {
         do {
-            return (try await currentProfiles(), nil)
+            let read = try await currentFile()
+            return (read.profiles, read.sealing, nil)
         } catch where error.code == .corrupt || error.code == .keyUnavailable {
             cache = nil
-            return ([:], error)
+            return ([:], nil, error)
         }
     }
 
     // MARK: Writing
 
+    /// One `lstat` when the directory exists (the check); `mkdir` first when it does not.
     private func prepareDirectory() throws(TokenStoreError) {
-        try StoreFileSystem.ensureDirectory(directory)
-        try StoreFileSystem.checkStoreDirectory(directory)
+        do {
+            try StoreFileSystem.checkStoreDirectory(directory)
+        } catch where error.code == .io && error.errno == ENOENT {
+            try StoreFileSystem.ensureDirectory(directory)
+            try StoreFileSystem.checkStoreDirectory(directory)
+        }
     }
 
     private func write(_ profiles: [String: StoredProfile], sealing: FileSealing, movingAsideCorruptFile: Bool) throws(TokenStoreError) {
@@ -302,13 +342,18 @@ public actor IDTokenStore: TokenStore {
             if movingAsideCorruptFile, try StoreFileSystem.identity(of: path) != nil {
                 _ = try StoreFileSystem.moveAside(path)
             }
-            StoreFileSystem.removeStaleTemporaryFiles(for: path)
+            if !sweptTemporaryFiles {
+                StoreFileSystem.removeStaleTemporaryFiles(for: path)
+                sweptTemporaryFiles = true
+            }
             try StoreFileSystem.writeAtomically(bytes, to: path)
             identity = try StoreFileSystem.identity(of: path)
         } catch {
+            sweptTemporaryFiles = false  // a temp file of ours may be left: the next write sweeps
             fileWatch.changed(to: nil)  // whatever is on disk now, cached reads must look again
             throw error
         }
+        cacheEpoch &+= 1
         if let identity {
             cache = (identity, profiles, sealing)
         }

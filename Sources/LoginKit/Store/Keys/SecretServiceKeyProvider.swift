@@ -99,14 +99,23 @@ public struct SecretServiceKeyProvider: StoreKeyProvider {
     private func call<T: Sendable>(
         _ body: @escaping @Sendable (OpaquePointer?, inout UnsafeMutablePointer<CChar>?) -> (Int32, T)
     ) async -> Result<T, TokenStoreError> {
-        var loadError: UnsafeMutablePointer<CChar>?
-        guard let handle = loginkit_secret_operation_new(&loadError) else {
-            defer { loginkit_secret_string_free(loadError) }
-            let why = loadError.map { String(cString: $0) } ?? "libsecret could not be loaded"
-            return .failure(TokenStoreError(.unavailable, path: name, "the Secret Service is not usable: \(why)"))
-        }
-        let operation = SecretOperation(handle)
         let name = self.name
+        // The first call loads libsecret (dlopen: file I/O), so even that is off the cooperative pool.
+        let created = await runOnOwnThread(timeout: timeout, onTimeout: {}) { () -> Result<SecretOperation, TokenStoreError> in
+            var loadError: UnsafeMutablePointer<CChar>?
+            guard let handle = loginkit_secret_operation_new(&loadError) else {
+                defer { loginkit_secret_string_free(loadError) }
+                let why = loadError.map { String(cString: $0) } ?? "libsecret could not be loaded"
+                return .failure(TokenStoreError(.unavailable, path: name, "the Secret Service is not usable: \(why)"))
+            }
+            return .success(SecretOperation(handle))
+        }
+        let operation: SecretOperation
+        switch created {
+        case .success(let made)?: operation = made
+        case .failure(let error)?: return .failure(error)
+        case nil: return .failure(TokenStoreError(.unavailable, path: name, "libsecret did not load within \(timeout)"))
+        }
         let outcome = await runOnOwnThread(timeout: timeout, onTimeout: { operation.cancel() }) { () -> Result<T, TokenStoreError> in
             var error: UnsafeMutablePointer<CChar>?
             let (status, value) = body(operation.handle, &error)
@@ -123,7 +132,7 @@ public struct SecretServiceKeyProvider: StoreKeyProvider {
                 return .failure(TokenStoreError(.unavailable, path: name, "the Secret Service is not usable: \(message)"))
             }
         }
-        return outcome ?? .failure(TokenStoreError(.unavailable, path: name, "the Secret Service did not answer within \(timeout)"))
+        return outcome ?? .failure(TokenStoreError(.unavailable, path: name, "the Secret Service did not answer within \(timeout) (or no thread could be started)"))
     }
 }
 

@@ -22,6 +22,9 @@ struct FileSealing: Sendable {
     var key: SymmetricKey?
     var reference: StoreKeyReference?
     var protection: StoreProtection
+    /// A plain file its user chose to keep plain (`store migrate --to plaintext`): marked so in the
+    /// file (`"storage": "plaintext"`), and left plain by `.automatic` stores.
+    var isChosenPlaintext = false
 
     static let chosenDetail = "by choice"
 
@@ -29,9 +32,9 @@ struct FileSealing: Sendable {
         FileSealing(key: nil, reference: nil, protection: StoreProtection(level: StoreProtection.plaintext, detail: detail, isFallback: isFallback))
     }
 
-    /// A plain file somebody chose (`--storage plaintext`, a migration to plaintext): marked so in
-    /// the file, and left plain by `.automatic` stores.
-    var isChosenPlaintext: Bool { key == nil && protection.detail == Self.chosenDetail }
+    /// The marked plain file.
+    static let chosenPlaintext = FileSealing(
+        key: nil, reference: nil, protection: StoreProtection(level: StoreProtection.plaintext, detail: chosenDetail), isChosenPlaintext: true)
 }
 
 /// The keys of one file store: the explicit key, the providers a header may name, the keys found,
@@ -51,15 +54,18 @@ final class StoreKeys {
     /// the lost one's id, which the set-aside file still names).
     let keyIDPrefix: String
     let path: String
+    private let environment: [String: String]
     private let providers: [String: any StoreKeyProvider]
     private var found: [StoreKeyReference: SymmetricKey] = [:]
-    /// A plaintext fallback, once decided: not probed again in this process.
-    private var fallback: FileSealing?
+    /// A plaintext fallback, once decided: the providers are probed again a minute later at the
+    /// earliest (a daemon that started before the keyring was unlocked seals once it is).
+    private var fallback: (sealing: FileSealing, at: ContinuousClock.Instant)?
     private var reportedFallback = false
 
     init(sealing: StoreSealing, path: String, environment: [String: String]) throws(TokenStoreError) {
         self.sealing = sealing
         self.path = path
+        self.environment = environment
         self.explicitKey = try sealing.resolveKey(environment: environment)
         self.explicitLevel = sealing.explicitLevel(environment: environment) ?? StoreProtection.givenKey
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
@@ -82,7 +88,8 @@ final class StoreKeys {
     /// Whether this store leaves a file its user chose to keep plain as it is (`.automatic` does;
     /// an explicit key or provider seals it).
     var keepsChosenPlaintext: Bool {
-        if case .automatic = sealing { return true }
+        // An explicit key set now is a newer choice than the file's mark.
+        if case .automatic(let automatic) = sealing { return !(automatic.usesExplicitKey && explicitKey != nil) }
         if case .none = sealing { return true }
         return false
     }
@@ -115,9 +122,10 @@ final class StoreKeys {
         let protection = StoreProtection(level: reference.provider, detail: Self.meaning(of: reference.provider))
         if let key = found[reference] { return FileSealing(key: key, reference: reference, protection: protection) }
         guard let provider = providers[reference.provider] else {
+            // The key may well exist (an app's own provider): never a reason to set the file aside.
             throw TokenStoreError(
-                .keyUnavailable, path: path,
-                "\(path) is sealed with a key kept by \"\(reference.provider)\", which this program does not have; log in again (the file is set aside, not deleted)")
+                .unavailable, path: path,
+                "\(path) is sealed with a key kept by \"\(reference.provider)\", a key provider this program does not have; open it with the program that sealed it")
         }
         let key: SymmetricKey?
         do {
@@ -125,14 +133,16 @@ final class StoreKeys {
         } catch let error as TokenStoreError {
             throw TokenStoreError(
                 .unavailable, path: path,
-                "\(path) is sealed with a key in \(reference.provider), which cannot be read now: \(error.message)", underlying: error)
+                "\(path) is sealed with a key in \(reference.provider), which cannot be read now: \(error.message) (run where that keyring is reachable; to start over instead, move the file away and log in again)",
+                underlying: error)
         } catch {
             throw TokenStoreError(.unavailable, path: path, "\(path) is sealed with a key in \(reference.provider), which cannot be read now", underlying: error)
         }
         guard let key else {
+            let why = reference.provider == "kernel-keyring" ? ": the kernel keyring is emptied by a reboot, and after 3 days unused" : ""
             throw TokenStoreError(
                 .keyUnavailable, path: path,
-                "\(path) is sealed with a key that is no longer available (\(reference.provider)\(reference.provider == "kernel-keyring" ? ": the kernel keyring does not survive a reboot" : "")); log in again — the file is set aside, not deleted")
+                "\(path) is sealed with a key that is no longer available (\(reference.provider)\(why)); log in again — the next login moves the file aside, it is not deleted")
         }
         found[reference] = key
         return FileSealing(key: key, reference: reference, protection: protection)
@@ -148,10 +158,11 @@ final class StoreKeys {
     /// How a store file that is not sealed yet gets sealed on its next save: the key is looked up
     /// (or made) now. Call holding the store's file lock.
     nonisolated(nonsending) func sealingForNewFile() async throws(TokenStoreError) -> FileSealing {
-        if let fallback { return fallback }
+        if let fallback, ContinuousClock.now < fallback.at.advanced(by: .seconds(60)) { return fallback.sealing }
         let choice = try await choose(sealing, forMigration: false)
+        fallback = nil
         if choice.protection.isFallback {
-            fallback = choice
+            fallback = (choice, ContinuousClock.now)
             if !reportedFallback, case .automatic(let automatic) = sealing {
                 reportedFallback = true
                 automatic.onPlaintextFallback?(choice.protection)
@@ -162,7 +173,7 @@ final class StoreKeys {
 
     /// What ``sealingForNewFile()`` would do, without making a key (for `status`).
     nonisolated(nonsending) func preview() async -> StoreProtection {
-        if let fallback { return fallback.protection }
+        if let fallback, ContinuousClock.now < fallback.at.advanced(by: .seconds(60)) { return fallback.sealing.protection }
         switch sealing {
         case .none:
             return StoreProtection(level: StoreProtection.plaintext, detail: FileSealing.chosenDetail)
@@ -189,11 +200,13 @@ final class StoreKeys {
     nonisolated(nonsending) func choose(_ target: StoreSealing, forMigration: Bool) async throws(TokenStoreError) -> FileSealing {
         switch target {
         case .none:
-            return .plain(FileSealing.chosenDetail)
+            return forMigration ? .chosenPlaintext : .plain(FileSealing.chosenDetail)
         case .key, .keyFile, .environment:
-            let key = try target.resolveKey(environment: ProcessInfo.processInfo.environment) ?? (forMigration ? nil : explicitKey)
+            // This store's own key (resolved when it was made, from its environment); a migration
+            // target resolves its own, from the same environment.
+            let key = forMigration ? try target.resolveKey(environment: environment) : explicitKey
             guard let key else { return .plain("no LOGINKIT_STORE_KEY set") }
-            return FileSealing(key: key, reference: nil, protection: StoreProtection(level: target.explicitLevel(environment: ProcessInfo.processInfo.environment) ?? explicitLevel))
+            return FileSealing(key: key, reference: nil, protection: StoreProtection(level: target.explicitLevel(environment: environment) ?? explicitLevel))
         case .provider(let provider):
             return try await keyMade(by: provider)
         case .automatic(let automatic):
@@ -239,9 +252,28 @@ final class StoreKeys {
             found[reference] = key
             return FileSealing(key: key, reference: reference, protection: protection)
         } catch let error as TokenStoreError {
-            throw error
+            throw TokenStoreError(.unavailable, path: path, "\(provider.name) could not keep \(path)'s key: \(error.message)", underlying: error)
         } catch {
-            throw TokenStoreError(.unavailable, path: path, "\(provider.name) could not keep the store's key", underlying: error)
+            throw TokenStoreError(.unavailable, path: path, "\(provider.name) could not keep \(path)'s key", underlying: error)
+        }
+    }
+
+    /// Checks, before a save under the file lock, that the key `sealing` names is still in its
+    /// provider, and stores it again under its id when the provider lost it (a kernel keyring that
+    /// expired while a long-lived process kept the key in memory, an item deleted in a keyring
+    /// manager): the file about to be written must open in the next process. For the kernel
+    /// keyring the look-up also restarts the keyring's expiry.
+    ///
+    /// - Throws: `.unavailable` when the provider cannot answer (nothing is written then).
+    nonisolated(nonsending) func ensureStored(_ sealing: FileSealing) async throws(TokenStoreError) {
+        guard let reference = sealing.reference, let key = sealing.key, let provider = providers[reference.provider] else { return }
+        do {
+            if let current = try await provider.key(id: reference.id), current.bytes == key.bytes { return }
+            try await provider.store(key, id: reference.id, label: "LoginKit token store key (\(path))")
+        } catch let error as TokenStoreError {
+            throw TokenStoreError(.unavailable, path: path, "\(reference.provider) cannot keep \(path)'s key now: \(error.message)", underlying: error)
+        } catch {
+            throw TokenStoreError(.unavailable, path: path, "\(reference.provider) cannot keep \(path)'s key now", underlying: error)
         }
     }
 
