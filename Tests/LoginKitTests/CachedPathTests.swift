@@ -1,5 +1,6 @@
 import Foundation
 @testable import LoginKit
+import LoginKitHTTP
 import LoginKitMocks
 import LoginKitTestSupport
 import Testing
@@ -130,5 +131,88 @@ struct CachedPathTests {
         let refresh = await api.nextRefresh()
         refresh.resume(returning: Race.credentials(1, issuedAt: clock.now, lifetime: 3600))
         #expect(try await token.value == "access-1")
+    }
+}
+
+/// The expiry storm's callers make one store read between them (docs/refresh.md): calls that come
+/// under the same store stamp while another call's step reads the store wait for that step, off the
+/// actor, and then join the refresh it started — instead of one store read each.
+@Suite(.timeLimit(.minutes(3)))
+struct SharedStoreReadTests {
+    /// An in-memory store that counts `profile(named:)` reads and keeps the memory store's stamps.
+    final class CountingStore: TokenStoreChangeStamp {
+        let base = InMemoryTokenStore()
+        private let reads = LockedState(0)
+        var readCount: Int { reads.withLock { $0 } }
+
+        func changeStamp() -> UInt64 { base.changeStamp() }
+        func profile(named name: String) async throws -> StoredProfile? {
+            reads.withLock { $0 += 1 }
+            return try await base.profile(named: name)
+        }
+        func profileNames() async throws -> [String] { try await base.profileNames() }
+        func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+            try await base.withExclusiveAccess(body)
+        }
+    }
+
+    /// Refreshes once the test opens the gate, counting the refreshes.
+    final class GatedRefreshAPI: AuthAPI {
+        private let state = LockedState<(refreshes: Int, open: Bool, waiting: [CheckedContinuation<Void, Never>], arrived: [CheckedContinuation<Void, Never>])>((0, false, [], []))
+        var source: CredentialSource { Race.source }
+        var refreshCount: Int { state.withLock { $0.refreshes } }
+
+        func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
+        func revoke(_ credentials: Credentials) async throws -> Bool { true }
+        func refresh(_ credentials: Credentials) async throws -> Credentials {
+            let arrived = state.withLock { state in
+                state.refreshes += 1
+                defer { state.arrived = [] }
+                return state.arrived
+            }
+            for waiter in arrived { waiter.resume() }
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state in
+                    if state.open { return true }
+                    state.waiting.append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+            return Race.credentials(1, issuedAt: Date(), lifetime: 3600)
+        }
+        func refreshArrived() async {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state in
+                    if state.refreshes > 0 { return true }
+                    state.arrived.append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
+        func open() {
+            for waiter in state.withLock({ state in defer { state.waiting = [] }; state.open = true; return state.waiting }) { waiter.resume() }
+        }
+    }
+
+    @Test func aStormOfCallersReadsTheStoreOnceNotOncePerCaller() async throws {
+        let store = CountingStore()
+        try await store.base.save(Race.profile(Race.credentials(0, issuedAt: Date(timeIntervalSinceNow: -7200), lifetime: 3600)), as: "default")
+        let api = GatedRefreshAPI()
+        let service = AuthService(api: api, store: store)
+        let callers = 200
+        try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<callers { group.addTask { try await service.validAccessToken() } }
+            await api.refreshArrived()
+            api.open()
+            var tokens = Set<String>()
+            for try await token in group { tokens.insert(token) }
+            #expect(tokens == ["access-1"], "every caller gets the one refreshed token")
+        }
+        #expect(api.refreshCount == 1)
+        // One read by the step that started the refresh, a few at most by calls that raced it to
+        // the actor before its read was announced; 200 without the shared read.
+        #expect(store.readCount <= 5, "\(store.readCount) store reads for \(callers) callers")
     }
 }

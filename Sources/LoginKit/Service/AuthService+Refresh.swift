@@ -54,38 +54,65 @@ extension AuthService {
             kind: kind, minimumValidity: minimumValidity, requestStart: clock.now
         )
         let stamp = stamps?.changeStamp()
-        if let stamp, let profile = served.withLock({ $0.profile(ifStamp: stamp) }) {
-            if decision.servesAsItIs(profile, now: decision.requestStart) {
-                return profile.credentials
+        // At most two waits for another call's store read, then this call reads itself: bounded.
+        var joinedReads = 0
+        while true {
+            if let stamp, let profile = served.withLock({ $0.profile(ifStamp: stamp) }) {
+                if decision.servesAsItIs(profile, now: decision.requestStart) {
+                    return profile.credentials
+                }
+                // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
+                // step would read the store again (two hops and a stat each, serialised) to answer
+                // "wait for it"; they wait for it at once.
+                if decision.verdict(for: profile, now: decision.requestStart) == .refresh,
+                    let running = served.withLock({ $0.runningRefresh(ifStamp: stamp) })
+                {
+                    sharedRefreshWaits.increment()
+                    return try await awaitRefresh(running.flight, kind: kind, startedIn: running.epoch)
+                }
             }
-            // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
-            // step would read the store again (two hops and a stat each, serialised) to answer
-            // "wait for it"; they wait for it at once.
-            if decision.verdict(for: profile, now: decision.requestStart) == .refresh,
-                let running = served.withLock({ $0.runningRefresh(ifStamp: stamp) })
-            {
+            // Another call's step is reading the store under this same stamp: wait for it off the
+            // actor, then look at what it remembered (and the refresh it may have started).
+            if joinedReads < 2, let stamp, let reading = served.withLock({ $0.runningRead(ifStamp: stamp) }) {
+                joinedReads += 1
+                try await reading.wait()
+                continue
+            }
+            switch try await step(kind, decision, stamp: stamp, mayJoinRead: joinedReads < 2) {
+            case .serve(let credentials):
+                return credentials
+            case .wait(let flight, let epoch):
                 sharedRefreshWaits.increment()
-                return try await awaitRefresh(running.flight, kind: kind, startedIn: running.epoch)
+                return try await awaitRefresh(flight, kind: kind, startedIn: epoch)
+            case .joinRead(let reading):
+                joinedReads += 1
+                try await reading.wait()
             }
-        }
-        switch try await step(kind, decision, stamp: stamp) {
-        case .serve(let credentials):
-            return credentials
-        case .wait(let flight, let epoch):
-            sharedRefreshWaits.increment()
-            return try await awaitRefresh(flight, kind: kind, startedIn: epoch)
         }
     }
 
     enum TokenStep: Sendable {
         case serve(Credentials)
         case wait(Flight<Credentials>, startedIn: UInt64)
+        /// Another step reads the store under the same stamp: wait for it, then look again.
+        case joinRead(Flight<Void>)
     }
 
     /// What the actor decides for a token call: serve what the store holds (remembering it for the
     /// cached path), or wait for the one shared refresh (starting it when none runs).
-    private func step(_ kind: TokenKind, _ decision: RefreshDecision, stamp: UInt64?) async throws -> TokenStep {
+    private func step(_ kind: TokenKind, _ decision: RefreshDecision, stamp: UInt64?, mayJoinRead: Bool) async throws -> TokenStep {
         let epoch = machine.epoch
+        if mayJoinRead, let stamp, let reading = served.withLock({ $0.runningRead(ifStamp: stamp) }) {
+            return .joinRead(reading)
+        }
+        // This step reads the store: calls under the same stamp wait for it (off the actor) until
+        // it has remembered what it read and started the refresh it needs — `defer` ends it last.
+        let reading = Flight<Void>()
+        if let stamp { served.withLock { $0.readStarted(reading, stamp: stamp, epoch: epoch) } }
+        defer {
+            served.withLock { $0.readEnded(reading) }
+            reading.finish(with: .success(()))
+        }
         let profile: StoredProfile
         do {
             guard let stored = try await store.profile(named: profileName) else {

@@ -105,6 +105,9 @@ struct ServedCredentials: Sendable {
     private var last: Remembered?
     /// The shared refresh running now and the epoch it started in (mirrors `currentRefresh`).
     private var refresh: (flight: Flight<Credentials>, epoch: UInt64)?
+    /// The actor's step under way (it reads the store), with the stamp and epoch it began under:
+    /// token calls under the same stamp wait for it off the actor, then look here again.
+    private var read: (flight: Flight<Void>, stamp: UInt64, epoch: UInt64)?
 
     private struct Remembered: Sendable {
         let profile: StoredProfile
@@ -116,12 +119,14 @@ struct ServedCredentials: Sendable {
         if machine.epoch != epoch {
             last = nil
             refresh = nil
+            read = nil
         }
         epoch = machine.epoch
         if case .loggingOut = machine.phase {
             isLoggingOut = true
             last = nil
             refresh = nil
+            read = nil
         } else {
             isLoggingOut = false
         }
@@ -153,6 +158,25 @@ struct ServedCredentials: Sendable {
     /// The shared refresh `flight` ended: before its waiters are resumed, so no caller joins it after.
     mutating func refreshEnded(_ flight: Flight<Credentials>) {
         if refresh?.flight === flight { refresh = nil }
+    }
+
+    /// A step began reading the store under `stamp` in `epoch` (set before its first `await`).
+    mutating func readStarted(_ flight: Flight<Void>, stamp: UInt64, epoch: UInt64) {
+        read = (flight, stamp, epoch)
+    }
+
+    /// The step reading with `flight` is over: what it read is remembered (or it failed). Called
+    /// before the flight's waiters are resumed.
+    mutating func readEnded(_ flight: Flight<Void>) {
+        if read?.flight === flight { read = nil }
+    }
+
+    /// The step a token call under `stamp` may wait for instead of reading the store itself (a
+    /// storm's callers: one read, not one each): one begun under the same stamp, in the current
+    /// epoch, with no logout begun.
+    func runningRead(ifStamp stamp: UInt64) -> Flight<Void>? {
+        guard !isLoggingOut, let read, read.stamp == stamp, read.epoch == epoch else { return nil }
+        return read.flight
     }
 
     /// The refresh a token call whose remembered profile needs one may wait for without entering the
