@@ -131,6 +131,10 @@ static void load(void) {
 
 struct loginkit_secret_operation {
     void *cancellable;
+    /// The session-bus connection, held until the operation is freed: GLib keeps its shared
+    /// connection only while someone holds it, and libsecret's service must get this one (with
+    /// exit-on-close off), not a new one.
+    void *bus;
 };
 
 static char *copy(const char *text) {
@@ -155,6 +159,7 @@ void loginkit_secret_operation_cancel(loginkit_secret_operation *operation) {
 
 void loginkit_secret_operation_free(loginkit_secret_operation *operation) {
     if (!operation) return;
+    if (operation->bus) lib.object_unref(operation->bus);
     if (operation->cancellable) lib.object_unref(operation->cancellable);
     free(operation);
 }
@@ -183,7 +188,8 @@ static void *open_service(loginkit_secret_operation *operation, int *status, cha
         return NULL;
     }
     lib.dbus_connection_set_exit_on_close(bus, 0);
-    lib.object_unref(bus);
+    if (operation->bus) lib.object_unref(operation->bus);
+    operation->bus = bus;  // released with the operation, after the service
     // A service of our own (not libsecret's shared one), so that a daemon that went away and came
     // back is met afresh by the next operation.
     void *service = lib.service_open_sync(lib.service_get_type(), NULL, SECRET_SERVICE_OPEN_SESSION, operation->cancellable, &gerror);

@@ -9,7 +9,7 @@ import Testing
 /// switch that makes it unavailable.
 final class MemoryKeyProvider: StoreKeyProvider {
     let name: String
-    private let state = LockedState<(keys: [String: SymmetricKey], available: Bool)>(([:], true))
+    private let state = LockedState<(keys: [String: SymmetricKey], available: Bool, lookups: Int)>(([:], true, 0))
 
     init(name: String = "memory-test") { self.name = name }
 
@@ -18,13 +18,17 @@ final class MemoryKeyProvider: StoreKeyProvider {
         set { state.withLock { $0.available = newValue } }
     }
     var ids: [String] { state.withLock { Array($0.keys.keys) } }
+    var lookups: Int { state.withLock { $0.lookups } }
 
     func availability() async -> StoreKeyAvailability {
         isAvailable ? .available("in memory") : .unavailable("switched off by the test")
     }
     func key(id: String) async throws -> SymmetricKey? {
         guard isAvailable else { throw TokenStoreError(.unavailable, path: name, "switched off by the test") }
-        return state.withLock { $0.keys[id] }
+        return state.withLock { state in
+            state.lookups += 1
+            return state.keys[id]
+        }
     }
     func store(_ key: SymmetricKey, id: String, label: String) async throws {
         guard isAvailable else { throw TokenStoreError(.unavailable, path: name, "switched off by the test") }
@@ -308,6 +312,36 @@ struct StoreKeyProviderTests {
             #expect(shared.ids.isEmpty, "the removed key stays removed")
             let fresh = try IDTokenStore(path: path, sealing: .provider(shared))
             #expect(try await fresh.profile(named: "default")?.credentials.accessToken == "after")
+        }
+    }
+
+    /// Review finding: a file whose key is really gone costs one look-up per read, not two (the
+    /// read again is only for a file that changed meanwhile).
+    @Test func aLostKeyIsLookedUpOncePerRead() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let provider = MemoryKeyProvider()
+            try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile("x"), as: "default")
+            for id in provider.ids { try await provider.removeKey(id: id) }
+            let before = provider.lookups
+            let error = await thrown { try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default") } as? TokenStoreError
+            #expect(error?.code == .keyUnavailable)
+            #expect(provider.lookups - before == 1)
+        }
+    }
+
+    /// Review finding: a provider that cannot answer now (locked when idle) does not stop a save
+    /// whose key this process already holds: the file on disk needs that same key anyway.
+    @Test func aSaveGoesOnWhenTheProviderCannotAnswerButTheKeyIsKnown() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let provider = MemoryKeyProvider()
+            let store = try IDTokenStore(path: path, sealing: .provider(provider))
+            try await store.save(profile("one"), as: "default")
+            provider.isAvailable = false
+            try await store.save(profile("two"), as: "default")
+            provider.isAvailable = true
+            #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "two")
         }
     }
 }

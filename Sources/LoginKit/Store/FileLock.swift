@@ -162,13 +162,17 @@ final class KeptLockFile: @unchecked Sendable {
 
     init(path: String) { self.path = path }
 
-    /// The open descriptor: opened (and checked) the first time, and again when the lock file was
-    /// deleted since (its link count is 0): a deleted lock file would exclude nobody.
+    /// The open descriptor: opened (and checked) the first time, and again whenever the path no
+    /// longer names the file it has open (deleted, or the file or its directory moved and a new one
+    /// made): a lock on a file others no longer open would exclude nobody. One `stat` and one
+    /// `fstat` per acquisition, against the `open`, `fstat` and `close` of opening it every time.
     func descriptor() throws(TokenStoreError) -> Int32 {
         try state.withLock { (descriptor: inout Int32?) throws(TokenStoreError) -> Int32 in
             if let open = descriptor {
-                var info = stat()
-                if fstat(open, &info) == 0, info.st_nlink > 0 { return open }
+                var held = stat(), named = stat()
+                if fstat(open, &held) == 0, stat(path, &named) == 0, held.st_dev == named.st_dev, held.st_ino == named.st_ino {
+                    return open
+                }
                 close(open)
                 descriptor = nil
             }

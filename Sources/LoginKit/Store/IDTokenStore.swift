@@ -237,25 +237,30 @@ public actor IDTokenStore: TokenStore {
         // Another writer changed the file: cached token calls must not go on serving what this
         // read has just seen replaced (they would, until the watch's next look).
         if cache != nil { fileWatch.changed(to: identity) }
-        return try await load()
+        return try await load(identity)
     }
 
-    private func load() async throws(TokenStoreError) -> FileContents {
+    private func load(_ identity: FileIdentity) async throws(TokenStoreError) -> FileContents {
         let started = ContinuousClock.now
         do {
-            var contents: FileContents
-            do {
-                contents = try await loadFromDisk()
-            } catch where error.code == .keyUnavailable {
-                // The file may have been replaced while its old key was being looked up (another
-                // process migrated it and removed that key): read the new one before giving up.
-                contents = try await loadFromDisk()
-            }
+            let contents = try await loadAgainIfReplaced(identity)
             Telemetry.recordStoreOperation("read", store: "file", outcome: "success", since: started)
             return contents
         } catch {
             Telemetry.recordStoreOperation("read", store: "file", outcome: "failed", since: started)
             throw error
+        }
+    }
+
+    /// The file read; read once more when its key was not found but the file is no longer the one
+    /// seen before (another process migrated it while its old key was being looked up, and removed
+    /// that key) — only then, not for every read of a file whose key is really gone.
+    private func loadAgainIfReplaced(_ identity: FileIdentity) async throws(TokenStoreError) -> FileContents {
+        do {
+            return try await loadFromDisk()
+        } catch where error.code == .keyUnavailable {
+            guard try StoreFileSystem.identity(of: path) != identity else { throw error }
+            return try await loadFromDisk()
         }
     }
 

@@ -57,6 +57,8 @@ final class StoreKeys {
     private let environment: [String: String]
     private let providers: [String: any StoreKeyProvider]
     private var found: [StoreKeyReference: SymmetricKey] = [:]
+    /// When ``ensureStored(_:)`` last found each key in its provider.
+    private var lastChecked: [StoreKeyReference: ContinuousClock.Instant] = [:]
     /// A plaintext fallback, once decided: the providers are probed again a minute later at the
     /// earliest (a daemon that started before the keyring was unlocked seals once it is).
     private var fallback: (sealing: FileSealing, at: ContinuousClock.Instant)?
@@ -262,19 +264,35 @@ final class StoreKeys {
     /// provider, and stores it again under its id when the provider lost it (a kernel keyring that
     /// expired while a long-lived process kept the key in memory, an item deleted in a keyring
     /// manager): the file about to be written must open in the next process. For the kernel
-    /// keyring the look-up also restarts the keyring's expiry.
+    /// keyring the look-up also restarts the keyring's expiry. At most once a minute per key (a
+    /// Secret Service round trip is not for every save); a provider that cannot answer now does not
+    /// stop the save — the file on disk needs that same key already.
     ///
-    /// - Throws: `.unavailable` when the provider cannot answer (nothing is written then).
+    /// - Throws: `.unavailable` when the key was lost and could not be stored again (nothing is
+    ///   written then: the new file would open nowhere else).
     nonisolated(nonsending) func ensureStored(_ sealing: FileSealing) async throws(TokenStoreError) {
         guard let reference = sealing.reference, let key = sealing.key, let provider = providers[reference.provider] else { return }
+        let now = ContinuousClock.now
+        if let checked = lastChecked[reference], now < checked.advanced(by: .seconds(60)) { return }
+        let current: SymmetricKey?
         do {
-            if let current = try await provider.key(id: reference.id), current.bytes == key.bytes { return }
-            try await provider.store(key, id: reference.id, label: "LoginKit token store key (\(path))")
-        } catch let error as TokenStoreError {
-            throw TokenStoreError(.unavailable, path: path, "\(reference.provider) cannot keep \(path)'s key now: \(error.message)", underlying: error)
+            current = try await provider.key(id: reference.id)
         } catch {
-            throw TokenStoreError(.unavailable, path: path, "\(reference.provider) cannot keep \(path)'s key now", underlying: error)
+            return  // locked, unreachable: the key is probably still there; the save goes on
         }
+        if current?.bytes != key.bytes {
+            do {
+                try await provider.store(key, id: reference.id, label: "LoginKit token store key (\(path))")
+                guard try await provider.key(id: reference.id)?.bytes == key.bytes else {
+                    throw TokenStoreError(.unavailable, path: path, "\(reference.provider) did not give back the key it stored")
+                }
+            } catch let error as TokenStoreError {
+                throw TokenStoreError(.unavailable, path: path, "\(reference.provider) lost \(path)'s key and cannot keep it again now: \(error.message)", underlying: error)
+            } catch {
+                throw TokenStoreError(.unavailable, path: path, "\(reference.provider) lost \(path)'s key and cannot keep it again now", underlying: error)
+            }
+        }
+        lastChecked[reference] = now
     }
 
     /// Removes the key `reference` names (after a migration away from it); failures are ignored:
