@@ -215,4 +215,100 @@ struct SharedStoreReadTests {
         // the actor before its read was announced; 200 without the shared read.
         #expect(store.readCount <= 5, "\(store.readCount) store reads for \(callers) callers")
     }
+
+    /// Review finding: a call that waited for another call's store read must not be handed what a
+    /// logout and a new login put in the store meanwhile — it began before the logout.
+    @Test func aCallThatWaitedForAnotherReadIsLoggedOutByALogoutMeanwhile() async throws {
+        let store = GatedStore()
+        try await store.base.save(Race.profile(Race.credentials(0, issuedAt: Date(), lifetime: 3600)), as: "default")
+        let service = AuthService(api: NewLoginAPI(), store: store)
+        let first = Task { try await service.validAccessToken() }
+        await store.readArrived()  // the first call's step is reading (held)
+        let startsBefore = store.stampCalls
+        let second = Task { try await service.validAccessToken() }
+        await store.stampCalled(after: startsBefore)  // the second call has begun (and joins that read)
+        await service.logOut()
+        _ = try await service.logIn(for: User.ID(rawValue: "bob"), with: "pw")
+        store.open()
+        for call in [first, second] {
+            let result = await call.result
+            #expect(throws: LoginRequiredError.self, "began before the logout") { try result.get() }
+            #expect((try? result.get()) != "access-2")
+        }
+        #expect(try await service.validAccessToken() == "access-2", "a call after the login gets the new login")
+    }
+
+    /// Logs in with access-2; refresh and revoke do nothing of interest.
+    struct NewLoginAPI: AuthAPI {
+        var source: CredentialSource { Race.source }
+        func logIn(for id: User.ID, with password: String) async throws -> Credentials { Race.credentials(2, issuedAt: Date(), lifetime: 3600) }
+        func refresh(_ credentials: Credentials) async throws -> Credentials { throw CancellationError() }
+        func revoke(_ credentials: Credentials) async throws -> Bool { true }
+    }
+
+    /// A memory store whose first `profile(named:)` read is held until the test opens it, and that
+    /// tells the test when its stamp is asked for (a token call begins).
+    final class GatedStore: TokenStoreChangeStamp {
+        let base = InMemoryTokenStore()
+        private let state = LockedState<(stamps: Int, reads: Int, open: Bool, gate: [CheckedContinuation<Void, Never>], readWaiters: [CheckedContinuation<Void, Never>], stampWaiters: [(Int, CheckedContinuation<Void, Never>)])>((0, 0, false, [], [], []))
+        var stampCalls: Int { state.withLock { $0.stamps } }
+
+        func changeStamp() -> UInt64 {
+            let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.stamps += 1
+                let count = state.stamps
+                let ready = state.stampWaiters.filter { $0.0 < count }.map(\.1)
+                state.stampWaiters.removeAll { $0.0 < count }
+                return ready
+            }
+            for waiter in ready { waiter.resume() }
+            return base.changeStamp()
+        }
+        func profile(named name: String) async throws -> StoredProfile? {
+            let (held, arrived) = state.withLock { state in
+                state.reads += 1
+                defer { state.readWaiters = [] }
+                return (state.reads == 1 && !state.open, state.readWaiters)
+            }
+            for waiter in arrived { waiter.resume() }
+            if held {
+                await withCheckedContinuation { continuation in
+                    let now = state.withLock { state in
+                        if state.open { return true }
+                        state.gate.append(continuation)
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            }
+            return try await base.profile(named: name)
+        }
+        func profileNames() async throws -> [String] { try await base.profileNames() }
+        func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+            try await base.withExclusiveAccess(body)
+        }
+        func readArrived() async {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state in
+                    if state.reads > 0 { return true }
+                    state.readWaiters.append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
+        func stampCalled(after count: Int) async {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state in
+                    if state.stamps > count { return true }
+                    state.stampWaiters.append((count, continuation))
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        }
+        func open() {
+            for waiter in state.withLock({ state in defer { state.gate = [] }; state.open = true; return state.gate }) { waiter.resume() }
+        }
+    }
 }

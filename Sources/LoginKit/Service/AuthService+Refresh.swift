@@ -53,19 +53,23 @@ extension AuthService {
             advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
             kind: kind, minimumValidity: minimumValidity, requestStart: clock.now
         )
-        let stamp = stamps?.changeStamp()
+        var stamp = stamps?.changeStamp()
+        var now = decision.requestStart
+        // The epoch this request began in: after waiting for another call's read, nothing from a
+        // later epoch (a logout and a new login meanwhile) may be handed to it.
+        let startEpoch = served.withLock { $0.epoch }
         // At most two waits for another call's store read, then this call reads itself: bounded.
         var joinedReads = 0
         while true {
-            if let stamp, let profile = served.withLock({ $0.profile(ifStamp: stamp) }) {
-                if decision.servesAsItIs(profile, now: decision.requestStart) {
+            if let current = stamp, let profile = served.withLock({ $0.profile(ifStamp: current) }) {
+                if decision.servesAsItIs(profile, now: now) {
                     return profile.credentials
                 }
                 // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
                 // step would read the store again (two hops and a stat each, serialised) to answer
                 // "wait for it"; they wait for it at once.
-                if decision.verdict(for: profile, now: decision.requestStart) == .refresh,
-                    let running = served.withLock({ $0.runningRefresh(ifStamp: stamp) })
+                if decision.verdict(for: profile, now: now) == .refresh,
+                    let running = served.withLock({ $0.runningRefresh(ifStamp: current) })
                 {
                     sharedRefreshWaits.increment()
                     return try await awaitRefresh(running.flight, kind: kind, startedIn: running.epoch)
@@ -73,12 +77,13 @@ extension AuthService {
             }
             // Another call's step is reading the store under this same stamp: wait for it off the
             // actor, then look at what it remembered (and the refresh it may have started).
-            if joinedReads < 2, let stamp, let reading = served.withLock({ $0.runningRead(ifStamp: stamp) }) {
+            if joinedReads < 2, let current = stamp, let reading = served.withLock({ $0.runningRead(ifStamp: current) }) {
                 joinedReads += 1
                 try await reading.wait()
+                try afterJoin(startEpoch, stamp: &stamp, now: &now)
                 continue
             }
-            switch try await step(kind, decision, stamp: stamp, mayJoinRead: joinedReads < 2) {
+            switch try await step(kind, decision, stamp: stamp, mayJoinRead: joinedReads < 2, startedIn: joinedReads > 0 ? startEpoch : nil) {
             case .serve(let credentials):
                 return credentials
             case .wait(let flight, let epoch):
@@ -87,8 +92,18 @@ extension AuthService {
             case .joinRead(let reading):
                 joinedReads += 1
                 try await reading.wait()
+                try afterJoin(startEpoch, stamp: &stamp, now: &now)
             }
         }
+    }
+
+    /// After waiting for another call's store read: a logout since this request began ends it
+    /// (what comes next may be a new login's), and the store's stamp and the time are taken again
+    /// (the wait may have lasted: a keyring look-up, another process's change).
+    nonisolated private func afterJoin(_ startEpoch: UInt64, stamp: inout UInt64?, now: inout Date) throws {
+        guard served.withLock({ $0.mayHandOut(startedIn: startEpoch) }) else { throw loggedOut() }
+        stamp = stamps?.changeStamp()
+        now = clock.now
     }
 
     enum TokenStep: Sendable {
@@ -100,8 +115,12 @@ extension AuthService {
 
     /// What the actor decides for a token call: serve what the store holds (remembering it for the
     /// cached path), or wait for the one shared refresh (starting it when none runs).
-    private func step(_ kind: TokenKind, _ decision: RefreshDecision, stamp: UInt64?, mayJoinRead: Bool) async throws -> TokenStep {
+    private func step(
+        _ kind: TokenKind, _ decision: RefreshDecision, stamp: UInt64?, mayJoinRead: Bool, startedIn startEpoch: UInt64? = nil
+    ) async throws -> TokenStep {
         let epoch = machine.epoch
+        // A request that waited for another call's read before coming here began in `startEpoch`.
+        if let startEpoch, startEpoch != epoch { throw loggedOut() }
         if mayJoinRead, let stamp, let reading = served.withLock({ $0.runningRead(ifStamp: stamp) }) {
             return .joinRead(reading)
         }
