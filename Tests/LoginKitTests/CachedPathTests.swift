@@ -158,41 +158,15 @@ struct SharedStoreReadTests {
 
     /// Refreshes once the test opens the gate, counting the refreshes.
     final class GatedRefreshAPI: AuthAPI {
-        private let state = LockedState<(refreshes: Int, open: Bool, waiting: [CheckedContinuation<Void, Never>], arrived: [CheckedContinuation<Void, Never>])>((0, false, [], []))
+        let gate = TestGate()
         var source: CredentialSource { Race.source }
-        var refreshCount: Int { state.withLock { $0.refreshes } }
+        var refreshCount: Int { gate.arrivals }
 
         func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
         func revoke(_ credentials: Credentials) async throws -> Bool { true }
         func refresh(_ credentials: Credentials) async throws -> Credentials {
-            let arrived = state.withLock { state in
-                state.refreshes += 1
-                defer { state.arrived = [] }
-                return state.arrived
-            }
-            for waiter in arrived { waiter.resume() }
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state in
-                    if state.open { return true }
-                    state.waiting.append(continuation)
-                    return false
-                }
-                if now { continuation.resume() }
-            }
+            await gate.pass()
             return Race.credentials(1, issuedAt: Date(), lifetime: 3600)
-        }
-        func refreshArrived() async {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state in
-                    if state.refreshes > 0 { return true }
-                    state.arrived.append(continuation)
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        }
-        func open() {
-            for waiter in state.withLock({ state in defer { state.waiting = [] }; state.open = true; return state.waiting }) { waiter.resume() }
         }
     }
 
@@ -204,8 +178,8 @@ struct SharedStoreReadTests {
         let callers = 200
         try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<callers { group.addTask { try await service.validAccessToken() } }
-            await api.refreshArrived()
-            api.open()
+            await api.gate.arrived()
+            api.gate.open()
             var tokens = Set<String>()
             for try await token in group { tokens.insert(token) }
             #expect(tokens == ["access-1"], "every caller gets the one refreshed token")
@@ -223,13 +197,13 @@ struct SharedStoreReadTests {
         try await store.base.save(Race.profile(Race.credentials(0, issuedAt: Date(), lifetime: 3600)), as: "default")
         let service = AuthService(api: NewLoginAPI(), store: store)
         let first = Task { try await service.validAccessToken() }
-        await store.readArrived()  // the first call's step is reading (held)
-        let startsBefore = store.stampCalls
+        await store.reads.arrived()  // the first call's step is reading (held)
+        let startsBefore = store.stamps.arrivals
         let second = Task { try await service.validAccessToken() }
-        await store.stampCalled(after: startsBefore)  // the second call has begun (and joins that read)
+        await store.stamps.arrived(count: startsBefore + 1)  // the second call has begun (and joins that read)
         await service.logOut()
         _ = try await service.logIn(for: User.ID(rawValue: "bob"), with: "pw")
-        store.open()
+        store.reads.open()
         for call in [first, second] {
             let result = await call.result
             #expect(throws: LoginRequiredError.self, "began before the logout") { try result.get() }
@@ -246,69 +220,29 @@ struct SharedStoreReadTests {
         func revoke(_ credentials: Credentials) async throws -> Bool { true }
     }
 
-    /// A memory store whose first `profile(named:)` read is held until the test opens it, and that
-    /// tells the test when its stamp is asked for (a token call begins).
+    /// A memory store whose first `profile(named:)` read is held until the test opens `reads`, and
+    /// that notes every time its stamp is asked for (a token call begins) on `stamps`.
     final class GatedStore: TokenStoreChangeStamp {
         let base = InMemoryTokenStore()
-        private let state = LockedState<(stamps: Int, reads: Int, open: Bool, gate: [CheckedContinuation<Void, Never>], readWaiters: [CheckedContinuation<Void, Never>], stampWaiters: [(Int, CheckedContinuation<Void, Never>)])>((0, 0, false, [], [], []))
-        var stampCalls: Int { state.withLock { $0.stamps } }
+        let reads = TestGate()
+        let stamps = TestGate()
+        private let readCount = LockedState(0)
 
         func changeStamp() -> UInt64 {
-            let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                state.stamps += 1
-                let count = state.stamps
-                let ready = state.stampWaiters.filter { $0.0 < count }.map(\.1)
-                state.stampWaiters.removeAll { $0.0 < count }
-                return ready
-            }
-            for waiter in ready { waiter.resume() }
+            stamps.note()
             return base.changeStamp()
         }
         func profile(named name: String) async throws -> StoredProfile? {
-            let (held, arrived) = state.withLock { state in
-                state.reads += 1
-                defer { state.readWaiters = [] }
-                return (state.reads == 1 && !state.open, state.readWaiters)
+            let first = readCount.withLock { count in
+                count += 1
+                return count == 1
             }
-            for waiter in arrived { waiter.resume() }
-            if held {
-                await withCheckedContinuation { continuation in
-                    let now = state.withLock { state in
-                        if state.open { return true }
-                        state.gate.append(continuation)
-                        return false
-                    }
-                    if now { continuation.resume() }
-                }
-            }
+            if first { await reads.pass() }
             return try await base.profile(named: name)
         }
         func profileNames() async throws -> [String] { try await base.profileNames() }
         func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
             try await base.withExclusiveAccess(body)
-        }
-        func readArrived() async {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state in
-                    if state.reads > 0 { return true }
-                    state.readWaiters.append(continuation)
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        }
-        func stampCalled(after count: Int) async {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state in
-                    if state.stamps > count { return true }
-                    state.stampWaiters.append((count, continuation))
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        }
-        func open() {
-            for waiter in state.withLock({ state in defer { state.gate = [] }; state.open = true; return state.gate }) { waiter.resume() }
         }
     }
 }

@@ -296,13 +296,13 @@ struct StoreKeyProviderTests {
             let gated = GatedKeyProvider(shared)
             let processA = try IDTokenStore(path: path, sealing: .automatic(AutomaticSealing(providers: [gated], usesExplicitKey: false)))
             let lateRead = Task { try await processA.profile(named: "default") }
-            await gated.lookupArrived()  // the read has the old key in hand and is suspended
+            await gated.gate.arrived()  // the read has the old key in hand and is suspended
             // Process B migrates to plaintext and removes the key.
             #expect(try await IDTokenStore(path: path, sealing: .provider(shared)).migrate(to: .none).level == "plaintext")
             #expect(shared.ids.isEmpty)
             // Process A saves; the late read resumes meanwhile.
             try await processA.withExclusiveAccess(to: "default") { transaction in
-                gated.open()
+                gated.gate.open()
                 _ = try? await lateRead.value
                 transaction["default"] = profile("after")
             }
@@ -350,53 +350,17 @@ struct StoreKeyProviderTests {
 /// that a look-up has the key in hand: it suspends a store's read at a chosen moment.
 final class GatedKeyProvider: StoreKeyProvider {
     let base: MemoryKeyProvider
+    let gate = TestGate()
     var name: String { base.name }
-    private let state = LockedState<(gate: [CheckedContinuation<Void, Never>], open: Bool, arrived: [CheckedContinuation<Void, Never>], arrivals: Int)>(([], false, [], 0))
 
     init(_ base: MemoryKeyProvider) { self.base = base }
 
     func availability() async -> StoreKeyAvailability { await base.availability() }
     func store(_ key: SymmetricKey, id: String, label: String) async throws { try await base.store(key, id: id, label: label) }
     func removeKey(id: String) async throws { try await base.removeKey(id: id) }
-
     func key(id: String) async throws -> SymmetricKey? {
         let key = try await base.key(id: id)
-        let waiters = state.withLock { state in
-            state.arrivals += 1
-            defer { state.arrived = [] }
-            return state.arrived
-        }
-        for waiter in waiters { waiter.resume() }
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state in
-                if state.open { return true }
-                state.gate.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
+        await gate.pass()
         return key
-    }
-
-    /// Returns once a look-up holds its key and waits at the gate.
-    func lookupArrived() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state in
-                if state.arrivals > 0 { return true }
-                state.arrived.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
-        }
-    }
-
-    /// Lets every look-up through, now and later.
-    func open() {
-        let waiters = state.withLock { state in
-            state.open = true
-            defer { state.gate = [] }
-            return state.gate
-        }
-        for waiter in waiters { waiter.resume() }
     }
 }
