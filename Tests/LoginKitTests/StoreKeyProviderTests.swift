@@ -37,6 +37,10 @@ final class MemoryKeyProvider: StoreKeyProvider {
     func removeKey(id: String) async throws {
         state.withLock { $0.keys[id] = nil }
     }
+    /// Loses every key, as a reboot does to the kernel keyring.
+    func loseAllKeys() {
+        state.withLock { $0.keys = [:] }
+    }
 }
 
 private func profile(_ token: String) -> StoredProfile {
@@ -86,7 +90,7 @@ struct StoreKeyProviderTests {
             let provider = MemoryKeyProvider()
             try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile("before"), as: "default")
             let sealedBytes = try Data(contentsOf: URL(fileURLWithPath: path))
-            for id in provider.ids { try await provider.removeKey(id: id) }  // a reboot, for the kernel keyring
+            provider.loseAllKeys()  // a reboot, for the kernel keyring
 
             let store = try IDTokenStore(path: path, sealing: .provider(provider))
             let error = await thrown { try await store.profile(named: "default") } as? TokenStoreError
@@ -254,7 +258,7 @@ struct StoreKeyProviderTests {
             let store = try IDTokenStore(path: path, sealing: .provider(provider))
             try await store.save(profile("one"), as: "default")
             let ids = provider.ids
-            for id in ids { try await provider.removeKey(id: id) }
+            provider.loseAllKeys()
             try await store.save(profile("two"), as: "default")
             #expect(provider.ids == ids, "the same key, under the same id")
             #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "two")
@@ -322,7 +326,7 @@ struct StoreKeyProviderTests {
             let path = directory + "/tokens.json"
             let provider = MemoryKeyProvider()
             try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile("x"), as: "default")
-            for id in provider.ids { try await provider.removeKey(id: id) }
+            provider.loseAllKeys()
             let before = provider.lookups
             let error = await thrown { try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default") } as? TokenStoreError
             #expect(error?.code == .keyUnavailable)

@@ -156,7 +156,7 @@ struct FileLock: ~Copyable {
 /// `@unchecked Sendable`, safe because: the descriptor is read and replaced only inside the
 /// mutex of `state` (a `LockedState`), and it is used by one acquisition at a time (the store's
 /// in-process lock serialises them); `deinit` closes it when nothing holds the object.
-final class KeptLockFile: @unchecked Sendable {
+final class KeptLockFile: @unchecked Sendable {  // safe: the proof is in the comment above
     let path: String
     private let state = LockedState<Int32?>(nil)
 

@@ -142,7 +142,7 @@ public struct SecretServiceKeyProvider: StoreKeyProvider {
 /// `@unchecked Sendable`, safe because: the handle is immutable; the only call made from two threads
 /// is `loginkit_secret_operation_cancel`, which is `g_cancellable_cancel` (documented thread-safe);
 /// the operation itself runs once, on one thread; `deinit` frees it when no thread holds it.
-private final class SecretOperation: @unchecked Sendable {
+private final class SecretOperation: @unchecked Sendable {  // safe: the proof is in the comment above
     let handle: OpaquePointer?
     init(_ handle: OpaquePointer) { self.handle = handle }
     func cancel() { loginkit_secret_operation_cancel(handle) }
