@@ -49,6 +49,16 @@ private func profile(_ token: String) -> StoredProfile {
         source: CredentialSource(kind: .oauth2, endpoint: "https://id.example.com", clientID: "cli"))
 }
 
+/// The access token of profile "default" as a fresh store (another process) reads it with `provider`.
+private func accessToken(at path: String, with provider: any StoreKeyProvider) async throws -> String? {
+    try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken
+}
+
+/// Saves `token` as profile "default" through a fresh store sealing with `provider`.
+private func save(_ token: String, at path: String, with provider: any StoreKeyProvider) async throws {
+    try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile(token), as: "default")
+}
+
 private func header(_ path: String) throws -> [String: Any] {
     try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
 }
@@ -88,7 +98,7 @@ struct StoreKeyProviderTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
             let provider = MemoryKeyProvider()
-            try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile("before"), as: "default")
+            try await save("before", at: path, with: provider)
             let sealedBytes = try Data(contentsOf: URL(fileURLWithPath: path))
             provider.loseAllKeys()  // a reboot, for the kernel keyring
 
@@ -103,7 +113,7 @@ struct StoreKeyProviderTests {
             let aside = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tokens.json.corrupt-") }
             #expect(aside.count == 1)
             #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/" + (aside.first ?? ""))) == sealedBytes)
-            #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "after")
+            #expect(try await accessToken(at: path, with: provider) == "after")
         }
     }
 
@@ -111,7 +121,7 @@ struct StoreKeyProviderTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
             let provider = MemoryKeyProvider()
-            try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile("kept"), as: "default")
+            try await save("kept", at: path, with: provider)
             let before = try Data(contentsOf: URL(fileURLWithPath: path))
             provider.isAvailable = false
             let store = try IDTokenStore(path: path, sealing: .provider(provider))
@@ -221,7 +231,7 @@ struct StoreKeyProviderTests {
             // And back.
             #expect(try await store.migrate(to: .provider(provider)).level == "memory-test")
             #expect(try header(path)["sealed"] != nil && provider.ids.count == 1)
-            #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "still plain")
+            #expect(try await accessToken(at: path, with: provider) == "still plain")
         }
     }
 
@@ -261,7 +271,7 @@ struct StoreKeyProviderTests {
             provider.loseAllKeys()
             try await store.save(profile("two"), as: "default")
             #expect(provider.ids == ids, "the same key, under the same id")
-            #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "two")
+            #expect(try await accessToken(at: path, with: provider) == "two")
         }
     }
 
@@ -282,10 +292,10 @@ struct StoreKeyProviderTests {
         try await withTemporaryDirectory { directory in
             let provider = MemoryKeyProvider()
             let original = directory + "/tokens.json", copy = directory + "/copy.json"
-            try await IDTokenStore(path: original, sealing: .provider(provider)).save(profile("o"), as: "default")
+            try await save("o", at: original, with: provider)
             try FileManager.default.copyItem(atPath: original, toPath: copy)
             #expect(try await IDTokenStore(path: copy, sealing: .provider(provider)).migrate(to: .none).level == "plaintext")
-            #expect(try await IDTokenStore(path: original, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "o")
+            #expect(try await accessToken(at: original, with: provider) == "o")
         }
     }
 
@@ -296,7 +306,7 @@ struct StoreKeyProviderTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
             let shared = MemoryKeyProvider()
-            try await IDTokenStore(path: path, sealing: .provider(shared)).save(profile("x"), as: "default")
+            try await save("x", at: path, with: shared)
             let gated = GatedKeyProvider(shared)
             let processA = try IDTokenStore(path: path, sealing: .automatic(AutomaticSealing(providers: [gated], usesExplicitKey: false)))
             let lateRead = Task { try await processA.profile(named: "default") }
@@ -325,7 +335,7 @@ struct StoreKeyProviderTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
             let provider = MemoryKeyProvider()
-            try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile("x"), as: "default")
+            try await save("x", at: path, with: provider)
             provider.loseAllKeys()
             let before = provider.lookups
             let error = await thrown { try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default") } as? TokenStoreError
@@ -345,7 +355,7 @@ struct StoreKeyProviderTests {
             provider.isAvailable = false
             try await store.save(profile("two"), as: "default")
             provider.isAvailable = true
-            #expect(try await IDTokenStore(path: path, sealing: .provider(provider)).profile(named: "default")?.credentials.accessToken == "two")
+            #expect(try await accessToken(at: path, with: provider) == "two")
         }
     }
 }
