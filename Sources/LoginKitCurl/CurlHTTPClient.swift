@@ -57,6 +57,9 @@ public final class CurlHTTPClient: HTTPTransport {
     /// without any thread hop. After ``shutdown()`` its jobs run on the global concurrent executor.
     public var taskExecutor: any TaskExecutor { driver }
 
+    /// ``taskExecutor``: `AuthService` runs its shared refresh on the driver thread.
+    public var preferredTaskExecutor: (any TaskExecutor)? { driver }
+
     /// Sends `request` and returns the response head and body. See ``HTTPTransport/send(_:body:)``.
     ///
     /// - Throws: `NetworkError` (refused, timed out, TLS, too large, insecure URL, shut down) or

@@ -32,6 +32,15 @@ public protocol AuthAPI: Sendable {
     /// - Throws: the kit's typed errors when the provider refused or could not be reached.
     @discardableResult
     func revoke(_ credentials: Credentials) async throws -> Bool
+
+    /// The executor of the transport this API sends through (`HTTPTransport.preferredTaskExecutor`),
+    /// or `nil`. `AuthService` runs its shared refresh there. Default: `nil`.
+    var preferredTaskExecutor: (any TaskExecutor)? { get }
+}
+
+extension AuthAPI {
+    /// No transport executor: the refresh runs on the global concurrent executor.
+    public var preferredTaskExecutor: (any TaskExecutor)? { nil }
 }
 
 /// An API that supports the device authorization grant (RFC 8628).

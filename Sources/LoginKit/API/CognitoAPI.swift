@@ -96,6 +96,10 @@ public struct CognitoAPI: AuthAPI {
     /// The configuration.
     public let configuration: Configuration
     private let endpoint: TokenEndpoint
+
+    /// The transport's executor (`HTTPTransport.preferredTaskExecutor`): `AuthService` runs its
+    /// shared refresh there.
+    public var preferredTaskExecutor: (any TaskExecutor)? { endpoint.transport.preferredTaskExecutor }
     private let verifier: IDTokenVerifier?
     private let now: @Sendable () -> Date
 

@@ -57,6 +57,10 @@ public struct JSONLoginAPI: AuthAPI {
     /// The configuration.
     public let configuration: Configuration
     private let endpoint: TokenEndpoint
+
+    /// The transport's executor (`HTTPTransport.preferredTaskExecutor`): `AuthService` runs its
+    /// shared refresh there.
+    public var preferredTaskExecutor: (any TaskExecutor)? { endpoint.transport.preferredTaskExecutor }
     private let now: @Sendable () -> Date
 
     /// An API that posts to `configuration.loginURL` over `transport`; `now` is its time source, as

@@ -119,6 +119,10 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     public let configuration: Configuration
     let endpoint: TokenEndpoint
     private let transport: any HTTPTransport
+
+    /// The transport's executor (`HTTPTransport.preferredTaskExecutor`): `AuthService` runs its
+    /// shared refresh there.
+    public var preferredTaskExecutor: (any TaskExecutor)? { endpoint.transport.preferredTaskExecutor }
     let now: @Sendable () -> Date
     private let metadataLoader: MetadataLoader
 

@@ -241,9 +241,16 @@ extension AuthService {
         let flight = Flight<Credentials>()
         logger.debug("refresh started", metadata: logMetadata)
         updateDiagnostics { $0.refreshInProgress = true }
-        let task = Task {
+        // On the transport's executor when it has one (the curl driver thread): the refresh's jobs —
+        // this actor's steps, the store's, the HTTP completion — then run there instead of queueing
+        // on the global executor behind a storm of callers' first slices (docs/refresh.md). Only
+        // with a store that has change stamps: its callers wait for a running refresh through the
+        // mirror, off the actor, so that the actor's drain on that thread (which runs every job
+        // queued on the actor) holds few other calls' steps; without stamps every call would.
+        let executor = configuration.runsRefreshOnTransportExecutor && stamps != nil ? api.preferredTaskExecutor : nil
+        let task = Task(executorPreference: executor) {
             let outcome = await self.refreshWithDeadline(firstSeen: firstSeen, decision: decision, epoch: epoch)
-            self.finishRefresh(flight, outcome, startedIn: epoch)
+            await self.finishRefresh(flight, outcome, startedIn: epoch)
         }
         currentRefresh = RunningRefresh(flight: flight, task: task)
         served.withLock { $0.refreshStarted(flight, epoch: epoch) }

@@ -50,9 +50,17 @@ public actor AuthService: AuthServiceProtocol {
         /// rejected credentials; warning and error: failures). Never a password, token or secret.
         /// Default: a logger that discards everything; hand in the host's.
         public var logger = Logger(label: "loginkit.auth", factory: { _ in SwiftLogNoOpLogHandler() })
+        /// Whether the shared refresh runs on the API's transport executor
+        /// (``AuthAPI/preferredTaskExecutor``; for `CurlHTTPClient`, its driver thread) — its
+        /// actor steps, store write and HTTP completion then never queue behind a storm of callers
+        /// on the global executor. The store's write (two `fsync`s) then holds that thread, and
+        /// the client's other transfers, for its duration. Default `true`; `false` runs it on the
+        /// global concurrent executor.
+        public var runsRefreshOnTransportExecutor = true
 
         /// The defaults: refresh from 5 minutes before expiry, wait from 60 s before it, 3 retries
-        /// backing off from 1 s to 30 s, 60 s for a whole refresh, 5 s for revocation, no logging.
+        /// backing off from 1 s to 30 s, 60 s for a whole refresh, 5 s for revocation, no logging,
+        /// the refresh on the transport's executor.
         public init() {}
     }
 
