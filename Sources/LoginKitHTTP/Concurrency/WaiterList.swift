@@ -1,3 +1,8 @@
+import Synchronization
+
+/// The tickets of every ``WaiterList`` in the process (unique, so one list never sees one twice).
+private let waiterTickets = Atomic<UInt64>(0)
+
 /// Tasks suspended until a value is handed to them: the package's one cancellable waiter list.
 ///
 /// It lives inside the state a ``LockedState`` guards, so that deciding to wait and being queued
@@ -9,7 +14,6 @@ package struct WaiterList<Value: Sendable, Tag: Sendable>: Sendable {
     package typealias Ticket = UInt64
 
     private var entries: [(ticket: Ticket, tag: Tag, continuation: Continuation)] = []
-    private var nextTicket: Ticket = 0
     /// Tickets cancelled before they were queued (or after they were resumed: see `forget`).
     private var cancelledEarly: Set<Ticket> = []
 
@@ -22,9 +26,10 @@ package struct WaiterList<Value: Sendable, Tag: Sendable>: Sendable {
     /// The tags of the waiting tasks, oldest first.
     package var tags: [Tag] { entries.map(\.tag) }
 
-    mutating func makeTicket() -> Ticket {
-        defer { nextTicket += 1 }
-        return nextTicket
+    /// A ticket no other waiter in the process holds: taken without the list's lock, so that a
+    /// storm of waiters takes that lock once each to queue, not three times.
+    static func makeTicket() -> Ticket {
+        waiterTickets.wrappingAdd(1, ordering: .relaxed).oldValue
     }
 
     /// Queues `continuation`; `false` when its ticket was cancelled first (the caller resumes it).
@@ -94,8 +99,10 @@ extension LockedState where Value: WaiterHolding & Sendable {
     package func suspend(
         _ decide: (inout Value) -> WaitDecision<Value.WaitValue, Value.WaitTag>
     ) async throws -> Value.WaitValue {
-        let ticket = withLock { $0.waiters.makeTicket() }
-        defer { withLock { $0.waiters.forget(ticket) } }
+        let ticket = WaiterList<Value.WaitValue, Value.WaitTag>.makeTicket()
+        // Only a cancellation can leave the ticket behind, and a cancelled task stays cancelled:
+        // when it is not cancelled after the handler has ended, there is nothing to forget.
+        defer { if Task.isCancelled { withLock { $0.waiters.forget(ticket) } } }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: Value.WaiterContinuation) in
                 let immediate = withLock { state -> Result<Value.WaitValue, any Error>? in
