@@ -124,13 +124,16 @@ enum StoreFormat {
     static func encode(
         _ profiles: [String: StoredProfile], path: String, key: SymmetricKey?, reference: StoreKeyReference? = nil, chosenPlaintext: Bool = false
     ) throws(TokenStoreError) -> [UInt8] {
+        // Written by StoreJSONWriter: the document JSONEncoder makes from these types, faster.
         do {
             if let key {
-                let contents = try encoder().encode(SealedContents(profiles: profiles))
-                let box = try AESGCM.seal(Array(contents), key: key, associatedData: associatedData)
-                return Array(try encoder().encode(SealedDocument(sealed: .init(alg: "A256GCM", key: reference, box: Base64URL.encode(box))))) + [0x0A]
+                let contents = try StoreJSONWriter.sealedContents(profiles: profiles)
+                let box = try AESGCM.seal(contents, key: key, associatedData: associatedData)
+                return StoreJSONWriter.sealedDocument(alg: "A256GCM", key: reference, box: Base64URL.encode(box)) + [0x0A]
             }
-            return Array(try encoder().encode(PlainDocument(storage: chosenPlaintext ? "plaintext" : nil, profiles: profiles))) + [0x0A]
+            return try StoreJSONWriter.plainDocument(storage: chosenPlaintext ? "plaintext" : nil, profiles: profiles) + [0x0A]
+        } catch is StoreJSONWriter.NonFiniteDate {
+            throw TokenStoreError(.io, path: path, "could not encode the token store: a date is not a finite number")
         } catch {
             throw TokenStoreError(.io, path: path, "could not encode the token store: \(error)")
         }
