@@ -89,9 +89,11 @@ def build():
     log("bench: building (release) — the first build compiles the peers too")
     # SwiftPM keeps the build plan of a path dependency (LoginKit, "..") across runs and misses
     # source files added to it since ("cannot find … in scope"): drop the plan, keep the objects.
-    for stale in (os.path.join(BENCH, ".build", "release.yaml"), os.path.join(BENCH, ".build", "release", "description.json")):
-        if os.path.exists(stale):
-            os.remove(stale)
+    # Both scratch paths that build this package (the static one too: it missed StoreJSONWriter.swift).
+    for scratch in (".build", ".build-static"):
+        for stale in (os.path.join(BENCH, scratch, "release.yaml"), os.path.join(BENCH, scratch, "release", "description.json")):
+            if os.path.exists(stale):
+                os.remove(stale)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit-bench"], check=True, cwd=ROOT)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit-alone"], check=True, cwd=ROOT)
     # The CLI as `make release` builds it (Swift runtime linked statically), in that scratch path.
