@@ -88,6 +88,18 @@ final class CurlDriver: TaskExecutor {
         var shutdownRequested = false
         var stopped = false
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The thread is in (or about to enter) `curl_multi_poll`: work queued now needs a wake-up.
+        /// While it runs, it looks at the queues again before it sleeps, so none is needed.
+        var sleeping = false
+        /// A wake-up was sent since the thread went to sleep: later work rides on it.
+        var wakeUpSent = false
+
+        /// Whoever queues work calls this under the lock: `true` when they must wake the thread.
+        mutating func needsWakeUp() -> Bool {
+            guard sleeping, !wakeUpSent else { return false }
+            wakeUpSent = true
+            return true
+        }
     }
 
     let multi: MultiHandle
@@ -128,14 +140,18 @@ final class CurlDriver: TaskExecutor {
         return driver
     }
 
-    /// Queues a command and wakes the thread; `false` when the driver is shutting down.
+    /// Queues a command and wakes the thread if it sleeps; `false` when the driver is shutting down.
+    ///
+    /// At most one wake-up per sleep: a command queued while the thread runs (from a task on the
+    /// thread itself, or while it works through a burst) is seen before it sleeps again, and costs
+    /// no `curl_multi_wakeup` system call.
     func enqueue(_ command: DriverCommand) -> Bool {
-        let accepted = state.withLock { state -> Bool in
-            guard !state.shutdownRequested else { return false }
+        let (accepted, wake) = state.withLock { state -> (Bool, Bool) in
+            guard !state.shutdownRequested else { return (false, false) }
             state.commands.append(command)
-            return true
+            return (true, state.needsWakeUp())
         }
-        if accepted { multi.wakeUp() }
+        if wake { multi.wakeUp() }
         return accepted
     }
 
@@ -143,13 +159,13 @@ final class CurlDriver: TaskExecutor {
     /// stopped.
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let accepted = state.withLock { state -> Bool in
-            guard !state.stopped else { return false }
+        let (accepted, wake) = state.withLock { state -> (Bool, Bool) in
+            guard !state.stopped else { return (false, false) }
             state.jobs.append(job)
-            return true
+            return (true, state.needsWakeUp())
         }
         if accepted {
-            multi.wakeUp()
+            if wake { multi.wakeUp() }
         } else {
             globalConcurrentExecutor.enqueue(ExecutorJob(job))
         }

@@ -25,6 +25,10 @@ extension CurlHTTPClient {
         /// destinations (`127.0.0.0/8`, `::1`, `localhost`) never go through a proxy, whatever this
         /// or the environment says: a plain-`http://` request to them would cross the network in clear.
         public var proxy: String?
+        /// How long one `curl_multi_poll` of the driver thread may sleep when nothing happens
+        /// (libcurl shortens it to its own next timeout; a wake-up ends it at once). Tests raise it
+        /// so that a lost wake-up hangs instead of costing a second.
+        var idlePollMilliseconds: Int32 = 1000
 
         /// The default configuration.
         public init() {}

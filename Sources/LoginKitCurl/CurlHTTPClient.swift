@@ -62,7 +62,8 @@ public final class CurlHTTPClient: HTTPTransport {
 
     /// Sends `request` and returns the response head and body. See ``HTTPTransport/send(_:body:)``.
     ///
-    /// - Throws: `NetworkError` (refused, timed out, TLS, too large, insecure URL, shut down) or
+    /// - Throws: `NetworkError` (refused, timed out, TLS, too large, insecure URL, shut down, a HEAD
+    ///   with a body) or
     ///   `CancellationError` when the calling task is cancelled.
     public func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data) {
         guard let url = request.urlString, let parts = URLParts(url) else {
@@ -73,6 +74,9 @@ public final class CurlHTTPClient: HTTPTransport {
                 .insecureURL,
                 "refused plain http:// to \(parts.host): use https://, or allow insecure HTTP explicitly for this client"
             )
+        }
+        if request.method == .head && body != nil {
+            throw NetworkError(.invalidRequest, "a HEAD request cannot carry a body")
         }
         let token = RequestToken(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue)
         let driver = self.driver

@@ -21,9 +21,6 @@ final class CurlLoop {
     private var idsByHandle: [UnsafeMutableRawPointer: UInt64] = [:]
     private var spareHandles: [EasyHandle] = []
     private let maximumSpareHandles = 64
-    /// How long one `curl_multi_poll` may sleep when nothing happens; libcurl shortens it to its own
-    /// next timeout, and wake-ups end it at once.
-    private let idlePollMilliseconds: Int32 = 1000
 
     init(driver: CurlDriver) {
         self.driver = driver
@@ -60,11 +57,21 @@ final class CurlLoop {
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
             collectFinishedTransfers()
-            // Completions may have resumed tasks onto this thread: run them before sleeping.
-            let pending = driver.state.withLock { !$0.jobs.isEmpty || !$0.commands.isEmpty || $0.shutdownRequested }
-            if !pending {
+            // Completions may have resumed tasks onto this thread: run them before sleeping. The
+            // decision to sleep is made under the lock that queuing takes, so work queued after it
+            // sees `sleeping` and wakes the thread (`CurlDriver.State.needsWakeUp`).
+            let sleeps = driver.state.withLock { state -> Bool in
+                guard state.jobs.isEmpty, state.commands.isEmpty, !state.shutdownRequested else { return false }
+                state.sleeping = true
+                return true
+            }
+            if sleeps {
                 var ready: Int32 = 0
-                _ = curl_multi_poll(multi, nil, 0, idlePollMilliseconds, &ready)
+                _ = curl_multi_poll(multi, nil, 0, driver.configuration.idlePollMilliseconds, &ready)
+                driver.state.withLock { state in
+                    state.sleeping = false
+                    state.wakeUpSent = false
+                }
             }
         }
         failAllAndStop(executor: executor)
@@ -75,10 +82,7 @@ final class CurlLoop {
     // MARK: Starting and finishing transfers
 
     private func start(_ submission: Submission) {
-        guard let handle = spareHandles.popLast() ?? EasyHandle() else {
-            submission.continuation.resume(throwing: NetworkError(.other, "libcurl could not create an easy handle"))
-            return
-        }
+        guard let handle = spareHandles.popLast() ?? newHandle(for: submission) else { return }
         let transfer = Transfer(submission: submission, handle: handle, configuration: driver.configuration)
         if let failure = transfer.configure() {
             recycle(transfer)
@@ -95,6 +99,20 @@ final class CurlLoop {
         }
         transfers[submission.id] = transfer
         idsByHandle[handle.raw] = submission.id
+    }
+
+    /// A handle with the client's options, or `nil` after failing `submission`.
+    private func newHandle(for submission: Submission) -> EasyHandle? {
+        guard let handle = EasyHandle() else {
+            submission.continuation.resume(throwing: NetworkError(.other, "libcurl could not create an easy handle"))
+            return nil
+        }
+        let code = handle.applyClientOptions(driver.configuration)
+        guard code == CURLE_OK else {
+            submission.continuation.resume(throwing: Transfer.refusedOption(code))
+            return nil
+        }
+        return handle
     }
 
     private func collectFinishedTransfers() {
@@ -126,10 +144,11 @@ final class CurlLoop {
         idsByHandle[transfer.handle.raw] = nil
     }
 
+    /// Keeps the handle (with the client's options, and its caches) for the next transfer.
     private func recycle(_ transfer: Transfer) {
+        transfer.handle.detachFromTransfer()
         transfer.releaseResources()
         if spareHandles.count < maximumSpareHandles {
-            transfer.handle.reset()
             spareHandles.append(transfer.handle)
         }
     }

@@ -24,7 +24,8 @@ final class Transfer {
     private let configuration: CurlHTTPClient.Configuration
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private(set) var body = Data()
-    private var headerFields = HTTPFields()
+    /// The response's fields so far, made into `HTTPFields` once, when the transfer is done.
+    private var headerFields: [HTTPField] = []
     private var exceededCap = false
 
     init(submission: Submission, handle: EasyHandle, configuration: CurlHTTPClient.Configuration) {
@@ -34,7 +35,8 @@ final class Transfer {
         self.configuration = configuration
     }
 
-    /// Sets every option for this request; returns the error when an option is refused.
+    /// Sets this request's options on a handle that holds the client's (`EasyHandle`); returns the
+    /// error when an option is refused. Every option a request may change is set here each time.
     func configure() -> NetworkError? {
         let easy = handle.raw
         var failed: CURLcode = CURLE_OK
@@ -44,44 +46,34 @@ final class Transfer {
             check(value.withCString { loginkit_curl_easy_setopt_string(easy, option, $0) })  // libcurl copies strings
         }
 
+        handle.errorBuffer[0] = 0
         setString(CURLOPT_URL, submission.url)
-        setLong(CURLOPT_NOSIGNAL, 1)
-        setString(CURLOPT_PROTOCOLS_STR, "http,https")
-        setLong(CURLOPT_FOLLOWLOCATION, 0)
-        setLong(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.clampedMilliseconds)
-        setLong(CURLOPT_TIMEOUT_MS, configuration.totalTimeout.clampedMilliseconds)
-        check(loginkit_curl_easy_setopt_off_t(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maximumResponseSize)))
-        setLong(CURLOPT_SSL_VERIFYPEER, 1)
-        setLong(CURLOPT_SSL_VERIFYHOST, 2)
-        setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        configureProxy(setString: setString, check: check)
-        if let caFile = configuration.tls.caFile { setString(CURLOPT_CAINFO, caFile) }
-        if let caDirectory = configuration.tls.caDirectory { setString(CURLOPT_CAPATH, caDirectory) }
-        if let pin = configuration.tls.pinnedPublicKey { setString(CURLOPT_PINNEDPUBLICKEY, pin) }
-        check(loginkit_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, handle.errorBuffer))
-
+        // The proxy options depend only on whether the destination is loopback (the client's
+        // configuration is fixed): set them when the handle's last choice was different or unknown.
+        let proxyChoice = handle.bypassesProxy
+        handle.bypassesProxy = nil  // unknown until every option below is in
+        if proxyChoice != submission.bypassesProxy { configureProxy(setString: setString, check: check) }
         configureMethodAndBody(setLong: setLong, setString: setString, check: check)
         configureHeaders()
         check(loginkit_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
 
         let context = Unmanaged.passUnretained(self).toOpaque()
-        check(loginkit_curl_easy_setopt_callback(easy, CURLOPT_WRITEFUNCTION, transferWriteCallback))
         check(loginkit_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
-        check(loginkit_curl_easy_setopt_callback(easy, CURLOPT_HEADERFUNCTION, transferHeaderCallback))
         check(loginkit_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
 
         guard failed == CURLE_OK else {
-            return NetworkError(
-                .invalidRequest,
-                "libcurl refused a request option: \(Self.describe(failed))",
-                transportCode: Int(failed.rawValue)
-            )
+            return Self.refusedOption(failed)
         }
+        handle.bypassesProxy = submission.bypassesProxy
         return nil
     }
 
-    /// Both proxy options are set on every transfer, so a recycled handle never keeps the previous
-    /// request's choice. A loopback destination gets `CURLOPT_PROXY ""` (no proxy, the environment's
+    static func refusedOption(_ code: CURLcode) -> NetworkError {
+        NetworkError(.invalidRequest, "libcurl refused a request option: \(describe(code))", transportCode: Int(code.rawValue))
+    }
+
+    /// Both proxy options are set whenever the choice differs from the handle's last one, so a
+    /// recycled handle never keeps the previous request's choice. A loopback destination gets `CURLOPT_PROXY ""` (no proxy, the environment's
     /// included) and `CURLOPT_NOPROXY "*"`; any other the configured proxy (or `NULL`: libcurl's
     /// environment lookup) and the `no_proxy` list.
     private func configureProxy(setString: (CURLoption, String) -> Void, check: (CURLcode) -> Void) {
@@ -103,13 +95,17 @@ final class Transfer {
         setString: (CURLoption, String) -> Void,
         check: (CURLcode) -> Void
     ) {
+        // The handle may have carried any method and body before: each case sets all of them.
         let method = submission.request.method
-        switch (method, submission.body) {
-        case (.get, nil):
-            setLong(CURLOPT_HTTPGET, 1)
-        case (.head, nil):
-            setLong(CURLOPT_NOBODY, 1)
-        default:
+        if !sendsBody {
+            // Drop an earlier request's body (COPYPOSTFIELDS NULL frees libcurl's copy), then set the
+            // method: HTTPGET 1 also turns NOBODY and UPLOAD off; NOBODY 1 makes it HEAD.
+            check(loginkit_curl_easy_setopt_off_t(handle.raw, CURLOPT_POSTFIELDSIZE_LARGE, -1))
+            check(loginkit_curl_easy_setopt_pointer(handle.raw, CURLOPT_COPYPOSTFIELDS, nil))
+            check(loginkit_curl_easy_setopt_string(handle.raw, CURLOPT_CUSTOMREQUEST, nil))
+            if method == .get { setLong(CURLOPT_HTTPGET, 1) } else { setLong(CURLOPT_NOBODY, 1) }
+        } else {
+            setLong(CURLOPT_NOBODY, 0)  // after a HEAD; the post fields below make it a POST
             let body = submission.body ?? Data()
             check(loginkit_curl_easy_setopt_off_t(handle.raw, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
             // COPYPOSTFIELDS copies the bytes, so the Data need not outlive this call.
@@ -120,8 +116,18 @@ final class Transfer {
                     loginkit_curl_easy_setopt_pointer(handle.raw, CURLOPT_COPYPOSTFIELDS, pointer ?? UnsafeMutableRawPointer(fallback))
                 })
             }
-            if method != .post { setString(CURLOPT_CUSTOMREQUEST, method.rawValue) }
+            if method == .post {
+                check(loginkit_curl_easy_setopt_string(handle.raw, CURLOPT_CUSTOMREQUEST, nil))
+            } else {
+                setString(CURLOPT_CUSTOMREQUEST, method.rawValue)
+            }
         }
+    }
+
+    /// Whether the request goes out with a body (an empty one included): all but a GET or HEAD
+    /// without one.
+    private var sendsBody: Bool {
+        submission.body != nil || (submission.request.method != .get && submission.request.method != .head)
     }
 
     private func configureHeaders() {
@@ -134,7 +140,8 @@ final class Transfer {
             appendHeader(field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)")
         }
         appendHeader("Expect:")  // no 100-continue round trip for larger bodies
-        if !hasContentType && submission.body != nil { appendHeader("Content-Type:") }  // no form default
+        // No form default: libcurl would label any body it sends (an empty one for a DELETE too).
+        if !hasContentType && sendsBody { appendHeader("Content-Type:") }
         if !hasUserAgent { appendHeader("User-Agent: \(configuration.userAgent)") }
     }
 
@@ -154,19 +161,25 @@ final class Transfer {
         return true
     }
 
-    /// One response header line as libcurl delivers it, CRLF included.
+    /// One response header line as libcurl delivers it, CRLF included. Split on its bytes: the
+    /// name ends at the first `:`, the value starts after any spaces and tabs that follow it.
     func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
-        let line = String(decoding: bytes, as: UTF8.self).trimmingCRLF()
-        if line.hasPrefix("HTTP/") {
-            headerFields = HTTPFields()  // a new response (1xx interim, or a proxy's) starts over
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == UInt8(ascii: "\r") || bytes[end - 1] == UInt8(ascii: "\n") { end -= 1 }
+        let line = UnsafeRawBufferPointer(rebasing: bytes[..<end])
+        if line.starts(with: Self.statusLinePrefix) {
+            headerFields.removeAll(keepingCapacity: true)  // a new response (1xx interim, or a proxy's) starts over
             return
         }
-        guard let colon = line.firstIndex(of: ":"),
-            let name = HTTPField.Name(String(line[..<colon]))
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")),
+            let name = HTTPField.Name(String(decoding: line[..<colon], as: UTF8.self))
         else { return }
-        let value = line[line.index(after: colon)...].drop(while: { $0 == " " || $0 == "\t" })
-        headerFields.append(HTTPField(name: name, value: String(value)))
+        var valueStart = colon + 1
+        while valueStart < end, line[valueStart] == UInt8(ascii: " ") || line[valueStart] == UInt8(ascii: "\t") { valueStart += 1 }
+        headerFields.append(HTTPField(name: name, value: String(decoding: line[valueStart...], as: UTF8.self)))
     }
+
+    private static let statusLinePrefix: [UInt8] = Array("HTTP/".utf8)
 
     /// What the caller gets, once libcurl reported the transfer done with `code`.
     func result(code: CURLcode) -> Result<(HTTPResponse, Data), any Error> {
@@ -185,7 +198,7 @@ final class Transfer {
         guard (100...999).contains(status) else {
             return .failure(NetworkError(.other, "the server sent no valid HTTP status line", transportCode: Int(code.rawValue)))
         }
-        return .success((HTTPResponse(status: .init(code: status), headerFields: headerFields), body))
+        return .success((HTTPResponse(status: .init(code: status), headerFields: HTTPFields(headerFields)), body))
     }
 
     /// Frees the header list; the easy handle goes back to the loop.
@@ -250,19 +263,9 @@ private func getenvString(_ name: String) -> String? {
     return String(cString: value)
 }
 
-extension String {
-    fileprivate func trimmingCRLF() -> Substring {
-        var end = endIndex
-        while end > startIndex, let last = self[..<end].last, last == "\r\n" || last == "\n" || last == "\r" {
-            end = index(before: end)
-        }
-        return self[..<end]
-    }
-}
-
 // MARK: libcurl callbacks (C function pointers; the context is an unretained `Transfer`)
 
-private let transferWriteCallback: loginkit_curl_data_callback = { buffer, size, count, context in
+let transferWriteCallback: loginkit_curl_data_callback = { buffer, size, count, context in
     guard let context else { return 0 }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
@@ -270,7 +273,7 @@ private let transferWriteCallback: loginkit_curl_data_callback = { buffer, size,
     return transfer.receiveBody(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
 }
 
-private let transferHeaderCallback: loginkit_curl_data_callback = { buffer, size, count, context in
+let transferHeaderCallback: loginkit_curl_data_callback = { buffer, size, count, context in
     guard let context else { return 0 }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     let length = size * count

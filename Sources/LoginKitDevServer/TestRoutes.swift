@@ -34,6 +34,7 @@ struct TestRoutes {
         group.on("echo", method: .put, use: echo)
         group.on("echo", method: .delete, use: echo)
         group.on("echo", method: .patch, use: echo)
+        group.on("echo", method: .head, use: echo)
 
         group.get("status/:code") { _, context -> Response in
             let code = try context.parameters.require("code", as: Int.self)

@@ -14,57 +14,111 @@ package struct URLParts: Sendable, Hashable {
 
     /// Splits `string`; `nil` when it is not an absolute http(s) URL with a host, has user info
     /// (credentials never travel in URLs), a bad port, or whitespace/control characters.
+    ///
+    /// The split is made on the UTF-8 bytes, as libcurl makes it: a delimiter (`://`, `#`, `/`,
+    /// `?`, `@`, `:`, `[`, `]`) counts wherever its byte appears, even when a combining mark follows
+    /// it (which would hide it from a search by `Character`). A port is 1 to 5 ASCII digits.
     package init?(_ string: String) {
-        guard !string.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return nil }
-        guard let schemeEnd = string.firstRange(of: "://") else { return nil }
-        let scheme = string[..<schemeEnd.lowerBound].lowercased()
-        guard scheme == "http" || scheme == "https" else { return nil }
-        var rest = string[schemeEnd.upperBound...]
-        if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
-        let authority = String(rest[..<authorityEnd])
-        var pathAndQuery = String(rest[authorityEnd...])
-        if pathAndQuery.isEmpty { pathAndQuery = "/" } else if pathAndQuery.hasPrefix("?") { pathAndQuery = "/" + pathAndQuery }
-        guard !authority.isEmpty, !authority.contains("@") else { return nil }
-
-        var host: Substring
-        var portText: Substring?
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { return nil }
-                portText = after.dropFirst()
-            }
-        } else if let colon = authority.lastIndex(of: ":") {
-            host = authority[..<colon]
-            portText = authority[authority.index(after: colon)...]
+        let bytes = Array(string.utf8)
+        guard !bytes.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return nil }
+        guard let schemeEnd = Self.firstIndex(of: Self.schemeSeparator, in: bytes[...]) else { return nil }
+        let schemeBytes = bytes[..<schemeEnd]
+        let scheme: String
+        if Self.equalsIgnoringASCIICase(schemeBytes, "http") {
+            scheme = "http"
+        } else if Self.equalsIgnoringASCIICase(schemeBytes, "https") {
+            scheme = "https"
         } else {
-            host = authority[...]
+            return nil
         }
-        guard !host.isEmpty else { return nil }
+        var rest = bytes[(schemeEnd + Self.schemeSeparator.count)...]
+        if let hash = rest.firstIndex(of: UInt8(ascii: "#")) { rest = rest[..<hash] }
+        let authorityEnd = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) ?? rest.endIndex
+        let authorityBytes = rest[..<authorityEnd]
+        let pathBytes = rest[authorityEnd...]
+        guard !authorityBytes.isEmpty, !authorityBytes.contains(UInt8(ascii: "@")) else { return nil }
+
+        var hostBytes: ArraySlice<UInt8>
+        var portBytes: ArraySlice<UInt8>?
+        if authorityBytes.first == UInt8(ascii: "[") {
+            guard let close = authorityBytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            hostBytes = authorityBytes[(authorityBytes.startIndex + 1)..<close]
+            let after = authorityBytes[(close + 1)...]
+            if !after.isEmpty {
+                guard after.first == UInt8(ascii: ":") else { return nil }
+                portBytes = after.dropFirst()
+            }
+        } else if let colon = authorityBytes.lastIndex(of: UInt8(ascii: ":")) {
+            hostBytes = authorityBytes[..<colon]
+            portBytes = authorityBytes[(colon + 1)...]
+        } else {
+            hostBytes = authorityBytes
+        }
+        guard !hostBytes.isEmpty else { return nil }
         var port: Int?
-        if let portText {
-            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy(\.isASCII),
-                let value = Int(portText), (1...65535).contains(value)
-            else { return nil }
+        if let portBytes {
+            guard (1...5).contains(portBytes.count), portBytes.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+            let value = portBytes.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+            guard (1...65535).contains(value) else { return nil }
             port = value
         }
         self.scheme = scheme
-        self.authority = authority
-        self.host = host.lowercased()
+        self.authority = String(decoding: authorityBytes, as: UTF8.self)
+        self.host = String(decoding: hostBytes, as: UTF8.self).lowercased()
         self.port = port
-        self.pathAndQuery = pathAndQuery
+        if pathBytes.isEmpty {
+            self.pathAndQuery = "/"
+        } else if pathBytes.first == UInt8(ascii: "?") {
+            self.pathAndQuery = "/" + String(decoding: pathBytes, as: UTF8.self)
+        } else {
+            self.pathAndQuery = String(decoding: pathBytes, as: UTF8.self)
+        }
     }
 
-    /// Whether the host is a loopback address or `localhost`: `127.0.0.0/8`, `::1`, `localhost`.
+    /// Whether the host is a loopback address or `localhost`: `127.0.0.0/8` written as four
+    /// decimal octets (1 to 3 ASCII digits each, at most 255, no leading zero), `::1`, `localhost`.
+    ///
+    /// A leading zero is refused because libcurl and glibc read such an octet as octal, and stop
+    /// treating the host as an address at an `8` or `9`: `127.0.0.08` is a name they look up in DNS,
+    /// which must not get the plain-http and no-proxy treatment loopback gets.
     package var isLoopback: Bool {
         if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        guard octets.count == 4, octets[0] == "127" else { return false }
-        return octets.allSatisfy { octet in
-            !octet.isEmpty && octet.count <= 3 && octet.allSatisfy(\.isASCII) && (Int(octet).map { $0 <= 255 } ?? false)
+        var octets: [Int] = []
+        var value = 0
+        var digits = 0
+        for byte in host.utf8 {
+            if digits == 1 && value == 0 && byte != UInt8(ascii: ".") { return false }  // a leading zero
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, octets.count < 3 else { return false }
+                octets.append(value)
+                value = 0
+                digits = 0
+            } else {
+                guard (0x30...0x39).contains(byte), digits < 3 else { return false }
+                value = value * 10 + Int(byte - 0x30)
+                digits += 1
+            }
         }
+        guard digits > 0, value <= 255, octets.count == 3, octets[0] == 127 else { return false }
+        return octets.allSatisfy { $0 <= 255 }
+    }
+
+    private static let schemeSeparator: [UInt8] = Array("://".utf8)
+
+    private static func firstIndex(of needle: [UInt8], in haystack: ArraySlice<UInt8>) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        var index = haystack.startIndex
+        while index + needle.count <= haystack.endIndex {
+            if haystack[index..<(index + needle.count)].elementsEqual(needle) { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func equalsIgnoringASCIICase(_ bytes: ArraySlice<UInt8>, _ lowercase: String) -> Bool {
+        bytes.count == lowercase.utf8.count
+            && zip(bytes, lowercase.utf8).allSatisfy { byte, expected in
+                (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == expected
+            }
     }
 }

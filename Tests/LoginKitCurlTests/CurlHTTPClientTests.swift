@@ -45,6 +45,93 @@ struct CurlHTTPClientTests {
         }
     }
 
+    /// The driver thread is woken only when it sleeps, once per sleep (`CurlDriver.State`). With
+    /// its idle poll raised to an hour, a wake-up lost between "queue the work" and "go to sleep"
+    /// would hang this test (and the suite's time limit fails it) instead of costing a second.
+    @Test func everyRequestWakesASleepingDriver() async throws {
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.idlePollMilliseconds = 3_600_000
+        try await withServerAndClient(configuration: configuration) { server, client in
+            let url = server.url("/test/status/200")
+            // From the global executor: each request finds the thread asleep (or about to be).
+            for _ in 0..<300 {
+                let (response, _) = try await client.send(.get, url)
+                #expect(response.status == .ok)
+            }
+            // Bursts from many tasks: most arrive while the thread is awake or already woken.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<32 {
+                    group.addTask {
+                        for _ in 0..<20 {
+                            let (response, _) = try await client.send(.get, url)
+                            #expect(response.status == .ok)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // From a task on the driver thread itself: its submissions need no wake-up at all.
+            let statuses = try await withTaskExecutorPreference(client.taskExecutor) { () async throws -> [Int] in
+                var statuses: [Int] = []
+                for _ in 0..<100 { statuses.append(try await client.send(.get, url).0.status.code) }
+                return statuses
+            }
+            #expect(statuses == Array(repeating: 200, count: 100))
+        }
+    }
+
+    /// A HEAD has no body to send; libcurl would send it as a renamed POST and then wait for the
+    /// response body the server announced and never sends.
+    @Test func aHEADWithABodyIsRefusedBeforeAnyNetworkActivity() async throws {
+        try await withServerAndClient { server, client in
+            let arrivals = server.monitor.arrivals()
+            await #expect(throws: NetworkError.self) {
+                _ = try await client.send(.head, server.url("/test/echo"), body: Data("x".utf8))
+            }
+            let (response, _) = try await client.send(.get, server.url("/test/status/200"))
+            #expect(response.status.code == 200)
+            for await path in arrivals {
+                #expect(path == "/test/status/200", "the HEAD reached the server")
+                break
+            }
+        }
+    }
+
+    /// Sequential requests on one client reuse one easy handle, which is never reset: each
+    /// request must arrive with its own method, body and headers, nothing of the one before.
+    @Test func aRecycledHandleCarriesNothingOfTheRequestBefore() async throws {
+        let only = try #require(HTTPField.Name("X-Only-Here"))
+        let steps: [(method: HTTPRequest.Method, body: Data?, headers: HTTPFields)] = [
+            (.patch, Data("patch body".utf8), [.contentType: "text/plain", only: "patch"]),
+            (.get, nil, [:]),
+            (.post, Data("post".utf8), [:]),
+            (.head, nil, [only: "head"]),
+            (.post, Data("after head".utf8), [.contentType: "application/json"]),
+            (.delete, nil, [:]),
+            (.put, Data(), [only: "put"]),
+            (.head, nil, [:]),
+            (.get, nil, [:]),
+            (.get, Data("a GET with a body".utf8), [:]),
+            (.post, Data("last".utf8), [:]),
+        ]
+        try await withServerAndClient { server, client in
+            for step in steps {
+                let (response, data) = try await client.send(step.method, server.url("/test/echo"), headers: step.headers, body: step.body)
+                #expect(response.status == .ok, "\(step.method)")
+                if step.method == .head && step.body == nil {
+                    #expect(data.isEmpty)
+                    continue
+                }
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(echo.method == step.method.rawValue)
+                #expect(Data(base64Encoded: echo.body) == (step.body ?? Data()), "\(step.method)")
+                #expect(echo.headers["x-only-here"] == step.headers[only], "\(step.method)")
+                #expect(echo.headers["content-type"] == step.headers[.contentType], "\(step.method)")
+                #expect(echo.headers["user-agent"] == "LoginKit/0.1")
+            }
+        }
+    }
+
     @Test func aBodyWithoutContentTypeIsNotSentAsAForm() async throws {
         try await withServerAndClient { server, client in
             let (_, data) = try await client.send(.post, server.url("/test/echo"), body: Data("raw".utf8))
@@ -103,6 +190,7 @@ struct CurlHTTPClientTests {
     func cancellationIsPromptAndTheClientKeepsWorking() async throws {
         var configuration = CurlHTTPClient.Configuration()
         configuration.totalTimeout = .seconds(600)
+        configuration.idlePollMilliseconds = 3_600_000  // a lost wake-up for the cancel would hang
         try await withServerAndClient(configuration: configuration) { server, client in
             let arrivals = server.monitor.arrivals()
             let url = server.url("/test/delay/600000")
@@ -202,7 +290,9 @@ struct CurlHTTPClientTests {
 
     @Test func shutdownFailsRequestsInFlightAndLaterOnes() async throws {
         let server = try await DevServer.start(configuration: .quiet)
-        let client = try CurlHTTPClient()
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.idlePollMilliseconds = 3_600_000  // a lost wake-up for the shutdown would hang
+        let client = try CurlHTTPClient(configuration: configuration)
         let arrivals = server.monitor.arrivals()
         let url = server.url("/test/delay/30000")
         let requests = (0..<8).map { _ in Task { try await client.send(.get, url) } }

@@ -42,6 +42,44 @@ import Testing
         #expect(URLParts(url) == nil)
     }
 
+    /// Delimiters count by their byte, as libcurl splits the URL: a combining mark after `@` or `:`
+    /// does not hide them. A port and a loopback octet are ASCII digits only.
+    @Test(arguments: [
+        "https://user@\u{301}example.com/", "https://example.com:\u{301}443/", "https://example.com:+443/",
+        "https://example.com:0443x/", "https://example.com:123456/",
+    ])
+    func splitsOnBytesNotCharacters(_ url: String) {
+        #expect(URLParts(url) == nil)
+    }
+
+    @Test func readsSchemesPortsAndHostsByTheirBytes() throws {
+        let mixed = try #require(URLParts("HtTpS://\u{00C9}xample.COM:08443?q"))
+        #expect(mixed.scheme == "https")
+        #expect(mixed.host == "\u{00E9}xample.com")
+        #expect(mixed.port == 8443)
+        #expect(mixed.pathAndQuery == "/?q")
+        #expect(try #require(URLParts("http://[::1]")).port == nil)
+        #expect(URLParts("httpx://example.com/") == nil)
+        #expect(URLParts("http:/example.com/") == nil)
+    }
+
+    @Test(arguments: ["http://127.+1.0.1/", "http://127.0.0.1./", "http://127..0.1/", "http://127.0.0.0001/", "http://127.0.0/"])
+    func loopbackNeedsFourDecimalOctets(_ url: String) throws {
+        #expect(try #require(URLParts(url)).isLoopback == false)
+    }
+
+    /// libcurl and glibc read an octet with a leading zero as octal and resolve `127.0.0.08` in DNS:
+    /// not loopback, so it gets neither plain http nor the no-proxy rule.
+    @Test(arguments: ["http://127.0.0.08/", "http://127.08.0.1/", "http://127.0.0.099/", "http://127.0.0.019/", "http://127.000.000.001/", "http://0127.0.0.1/"])
+    func octetsWithALeadingZeroAreNotLoopback(_ url: String) throws {
+        #expect(try #require(URLParts(url)).isLoopback == false)
+    }
+
+    @Test func aZeroOctetIsLoopback() throws {
+        #expect(try #require(URLParts("http://127.0.0.0:80/")).isLoopback)
+        #expect(try #require(URLParts("http://127.10.200.255/")).isLoopback)
+    }
+
     @Test func buildsRequestsFromURLStrings() throws {
         let request = try #require(HTTPRequest(method: .post, url: "https://id.example.com/token?a=1"))
         #expect(request.scheme == "https")
