@@ -10,6 +10,7 @@ request: LOGINKIT_BENCH_UPDATE_DOCS=1 (`make bench-docs`).
 Environment: LOGINKIT_BENCH_ROUNDS (default 3), LOGINKIT_BENCH_SCALE (default 1.0: multiplies
 request counts; 0.1 for a quick look).
 """
+import hashlib
 import json
 import os
 import platform
@@ -85,8 +86,61 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
+def sources_fingerprint():
+    """A hash of every source and manifest of LoginKit and of this bench package."""
+    digest = hashlib.sha256()
+    for top in (os.path.join(ROOT, "Sources"), os.path.join(BENCH, "Sources")):
+        for directory, _, files in sorted(os.walk(top)):
+            for name in sorted(files):
+                path = os.path.join(directory, name)
+                digest.update(path.encode() + b"\0")
+                with open(path, "rb") as source:
+                    digest.update(source.read())
+    for manifest in (os.path.join(ROOT, "Package.swift"), os.path.join(BENCH, "Package.swift")):
+        with open(manifest, "rb") as source:
+            digest.update(source.read())
+    return digest.hexdigest()
+
+
+def drop_stale_objects(scratch, fingerprint):
+    """Drops the release objects of LoginKit's and the bench's own modules in `scratch` when their
+    sources changed since the last build there. SwiftPM's incremental build can keep a client
+    module compiled against an older layout of a struct (a stored property added to
+    `CurlHTTPClient.Configuration` left BenchCore reading the old layout: a heap corruption, seen
+    2026-11-25); the peers' objects are kept, so the cost is LoginKit's own modules."""
+    stamp = os.path.join(scratch, "loginkit-sources.sha256")
+    if os.path.exists(stamp):
+        with open(stamp) as saved:
+            if saved.read().strip() == fingerprint:
+                return
+    ours = set()
+    for top in (os.path.join(ROOT, "Sources"), os.path.join(BENCH, "Sources")):
+        if os.path.isdir(top):
+            ours.update(name.replace("-", "_") for name in os.listdir(top))
+    release = os.path.join(scratch, "release")
+    # The build plan names the dropped directories' file maps: drop it too, SwiftPM writes it anew.
+    for plan in (os.path.join(scratch, "release.yaml"), os.path.join(release, "description.json")):
+        if os.path.exists(plan):
+            os.remove(plan)
+    for module in ours:
+        shutil.rmtree(os.path.join(release, module + ".build"), ignore_errors=True)
+        for suffix in (".swiftmodule", ".swiftdoc", ".swiftsourceinfo"):
+            stale = os.path.join(release, "Modules", module + suffix)
+            if os.path.exists(stale):
+                os.remove(stale)
+
+
+def mark_built(scratch, fingerprint):
+    with open(os.path.join(scratch, "loginkit-sources.sha256"), "w") as out:
+        out.write(fingerprint + "\n")
+
+
 def build():
     log("bench: building (release) — the first build compiles the peers too")
+    fingerprint = sources_fingerprint()
+    scratches = (os.path.join(BENCH, ".build"), os.path.join(BENCH, ".build-static"), os.path.join(ROOT, ".build-release"))
+    for scratch in scratches:
+        drop_stale_objects(scratch, fingerprint)
     # SwiftPM keeps the build plan of a path dependency (LoginKit, "..") across runs and misses
     # source files added to it since ("cannot find … in scope"): drop the plan, keep the objects.
     # Both scratch paths that build this package (the static one too: it missed StoreJSONWriter.swift).
@@ -113,6 +167,8 @@ def build():
                               check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
     c_dir = os.path.join(BENCH, ".build-c")
     os.makedirs(c_dir, exist_ok=True)
+    for scratch in scratches:
+        mark_built(scratch, fingerprint)
     subprocess.run(["gcc", "-O2", "-Wall", "-o", os.path.join(c_dir, "curl_bench"), os.path.join(BENCH, "C", "curl_bench.c"), "-lcurl"], check=True)
     subprocess.run(["gcc", "-O2", "-Wall", "-o", RSS_EXEC, os.path.join(BENCH, "C", "rss_exec.c")], check=True)
     with open(os.path.join(c_dir, "c_floor.c"), "w") as source:

@@ -57,8 +57,12 @@ public final class CurlHTTPClient: HTTPTransport {
     /// without any thread hop. After ``shutdown()`` its jobs run on the global concurrent executor.
     public var taskExecutor: any TaskExecutor { driver }
 
-    /// ``taskExecutor``: `AuthService` runs its shared refresh on the driver thread.
-    public var preferredTaskExecutor: (any TaskExecutor)? { driver }
+    /// ``taskExecutor`` while the client runs: `AuthService` runs its shared refresh on the driver
+    /// thread. `nil` once ``shutdown()`` was asked for (or the client was released), so that work
+    /// started then does not go through a stopped driver to reach the global executor.
+    public var preferredTaskExecutor: (any TaskExecutor)? {
+        driver.state.withLock { $0.shutdownRequested } ? nil : driver
+    }
 
     /// Sends `request` and returns the response head and body. See ``HTTPTransport/send(_:body:)``.
     ///

@@ -31,11 +31,19 @@ final class CurlLoop {
         let executor = driver.asUnownedTaskExecutor()
         driver.thread.withLock { $0 = pthread_self() }
         while true {
-            let (commands, jobs, shutdownRequested) = driver.state.withLock { state in
-                let taken = (state.commands, state.jobs)
-                state.commands.removeAll(keepingCapacity: true)
+            // Tasks that prefer this thread as their executor (see `CurlDriver`) run first: what
+            // they send is queued as a command and started just below, in the same pass, without a
+            // wake-up and without an extra `curl_multi_perform`.
+            let jobs = driver.state.withLock { state in
+                let taken = state.jobs
                 state.jobs.removeAll(keepingCapacity: true)
-                return (taken.0, taken.1, state.shutdownRequested)
+                return taken
+            }
+            for job in jobs { job.runSynchronously(on: executor) }
+            let (commands, shutdownRequested) = driver.state.withLock { state in
+                let taken = state.commands
+                state.commands.removeAll(keepingCapacity: true)
+                return (taken, state.shutdownRequested)
             }
             for command in commands {
                 switch command {
@@ -49,9 +57,6 @@ final class CurlLoop {
                     cancel(id)
                 }
             }
-            // Tasks that prefer this thread as their executor (see `CurlDriver`); what they send is
-            // started on the next pass, without a wake-up from another thread.
-            for job in jobs { job.runSynchronously(on: executor) }
             if shutdownRequested { break }
 
             var running: Int32 = 0

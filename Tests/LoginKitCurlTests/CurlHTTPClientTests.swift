@@ -343,9 +343,12 @@ struct CurlHTTPClientTests {
             #expect(await thrown { try await slow.value } is CancellationError)
             // Shutting the client down from a task that prefers it: the task goes on (on the
             // global executor) and later requests fail cleanly instead of hanging.
+            #expect(client.preferredTaskExecutor != nil)
             await client.shutdown()
             let later = await thrown { try await client.send(.get, server.url("/test/status/200")) }
             #expect((later as? NetworkError)?.code == .shutdown)
+            // A stopped client offers no executor: a refresh started now runs on the global one.
+            #expect(client.preferredTaskExecutor == nil)
             #expect(pthread_equal(pthread_self(), driverThread) == 0)
         }
         await server.stop()
