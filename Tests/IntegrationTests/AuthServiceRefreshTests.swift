@@ -76,6 +76,35 @@ struct AuthServiceRefreshTests {
         }
     }
 
+    /// The shared refresh runs on the client's driver thread (docs/refresh.md); shutting the client
+    /// down while its token request is in flight fails every waiter with `.shutdown`, promptly,
+    /// keeps the stored profile, and later calls fail the same way instead of hanging.
+    @Test func aClientShutDownDuringTheSharedRefreshFailsItsWaitersAndKeepsTheProfile() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try IDTokenStore(path: directory + "/tokens.json")
+            try await withFixture(store: store) { fixture in
+                let service = fixture.service()
+                try await expiredLogin(fixture, service: service)
+                let before = try #require(try await store.profile(named: "default")).credentials
+                fixture.server.monitor.injectFaults([.delay(milliseconds: 600_000)], path: "/oauth/token")
+                let arrivals = fixture.server.monitor.arrivals()
+                let waiters = (0..<50).map { _ in Task { try await service.validIDToken() } }
+                for await path in arrivals where path == "/oauth/token" { break }
+                await fixture.client.shutdown()
+                for waiter in waiters {
+                    let error = await thrown { try await waiter.value }
+                    #expect((error as? NetworkError)?.code == .shutdown, "\(String(describing: error))")
+                }
+                let later = await thrown { try await service.validIDToken() }
+                #expect((later as? NetworkError)?.code == .shutdown, "\(String(describing: later))")
+                let after = try #require(try await store.profile(named: "default")).credentials
+                #expect(after.refreshToken == before.refreshToken)
+                #expect(after.accessToken == before.accessToken)
+                #expect(fixture.tokenRequests == 1)
+            }
+        }
+    }
+
     @Test func transientFailuresAreRetriedWithBackoff() async throws {
         try await withFixture { fixture in
             let service = fixture.service()

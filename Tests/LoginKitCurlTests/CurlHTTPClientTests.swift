@@ -80,6 +80,33 @@ struct CurlHTTPClientTests {
         }
     }
 
+    /// A handle whose transfer was cancelled mid-flight (with a body, a custom method and a header)
+    /// is recycled as it is: the next requests through it carry none of that.
+    @Test func aHandleFromACancelledTransferCarriesNothingOver() async throws {
+        try await withServerAndClient { server, client in
+            let arrivals = server.monitor.arrivals()
+            let only = try #require(HTTPField.Name("X-Only-Here"))
+            let slow = Task {
+                try await client.send(.get, server.url("/test/delay/600000"), headers: [only: "cancelled", .contentType: "text/plain"], body: Data("cancelled body".utf8))
+            }
+            await awaitArrival(of: "/test/delay/600000", in: arrivals)
+            slow.cancel()
+            #expect(await thrown { try await slow.value } is CancellationError)
+            let (head, headData) = try await client.send(.head, server.url("/test/echo"))
+            #expect(head.status == .ok)
+            #expect(headData.isEmpty)
+            for method in [HTTPRequest.Method.get, .post] {
+                let (response, data) = try await client.send(method, server.url("/test/echo"))
+                #expect(response.status == .ok)
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(echo.method == method.rawValue)
+                #expect(echo.body.isEmpty)
+                #expect(echo.headers["x-only-here"] == nil)
+                #expect(echo.headers["content-type"] == nil)
+            }
+        }
+    }
+
     /// A HEAD has no body to send; libcurl would send it as a renamed POST and then wait for the
     /// response body the server announced and never sends.
     @Test func aHEADWithABodyIsRefusedBeforeAnyNetworkActivity() async throws {
