@@ -6,6 +6,7 @@ import Foundation
 #endif
 import HTTPTypes
 import LoginKitHTTP
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -107,6 +108,8 @@ final class CurlDriver: TaskExecutor {
     let state = LockedState(State())
     /// The driver thread, once it runs (tests check that preferring tasks run there).
     let thread = LockedState<pthread_t?>(nil)
+    /// Easy handles created so far (tests check that handles are recycled, not replaced).
+    let createdHandles = Atomic<Int>(0)
 
     private init(multi: MultiHandle, configuration: CurlHTTPClient.Configuration) {
         self.multi = multi

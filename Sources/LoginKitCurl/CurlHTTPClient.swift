@@ -58,8 +58,8 @@ public final class CurlHTTPClient: HTTPTransport {
     public var taskExecutor: any TaskExecutor { driver }
 
     /// ``taskExecutor`` while the client runs: `AuthService` runs its shared refresh on the driver
-    /// thread. `nil` once ``shutdown()`` was asked for (or the client was released), so that work
-    /// started then does not go through a stopped driver to reach the global executor.
+    /// thread. `nil` once ``shutdown()`` was asked for, so that work started then does not go
+    /// through a stopped driver to reach the global executor.
     public var preferredTaskExecutor: (any TaskExecutor)? {
         driver.state.withLock { $0.shutdownRequested } ? nil : driver
     }

@@ -112,6 +112,7 @@ final class CurlLoop {
             submission.continuation.resume(throwing: NetworkError(.other, "libcurl could not create an easy handle"))
             return nil
         }
+        driver.createdHandles.add(1, ordering: .relaxed)
         let code = handle.applyClientOptions(driver.configuration)
         guard code == CURLE_OK else {
             submission.continuation.resume(throwing: Transfer.refusedOption(code))

@@ -76,9 +76,11 @@ struct AuthServiceRefreshTests {
         }
     }
 
-    /// The shared refresh runs on the client's driver thread (docs/refresh.md); shutting the client
-    /// down while its token request is in flight fails every waiter with `.shutdown`, promptly,
-    /// keeps the stored profile, and later calls fail the same way instead of hanging.
+    /// With a store that has change stamps the shared refresh runs on the client's driver thread by
+    /// default (docs/refresh.md; `RefreshExecutorTests` checks where it runs). Shutting the client
+    /// down while the token request is in flight fails every caller with `.shutdown` (the refresh's
+    /// waiters, and any caller that arrived after it and started another), keeps the stored profile,
+    /// and later calls fail the same way instead of hanging.
     @Test func aClientShutDownDuringTheSharedRefreshFailsItsWaitersAndKeepsTheProfile() async throws {
         try await withTemporaryDirectory { directory in
             let store = try IDTokenStore(path: directory + "/tokens.json")

@@ -104,6 +104,8 @@ struct CurlHTTPClientTests {
                 #expect(echo.headers["x-only-here"] == nil)
                 #expect(echo.headers["content-type"] == nil)
             }
+            // One handle served all four: the cancelled transfer's was recycled, not replaced.
+            #expect(client.driver.createdHandles.load(ordering: .relaxed) == 1)
         }
     }
 
