@@ -24,41 +24,82 @@ final class EasyHandle {
     /// Sets the options every request of a client shares; the first code libcurl refused, or
     /// `CURLE_OK`. A handle whose options were refused is not used.
     func applyClientOptions(_ configuration: CurlHTTPClient.Configuration) -> CURLcode {
-        var failed: CURLcode = CURLE_OK
-        func check(_ code: CURLcode) { if code != CURLE_OK && failed == CURLE_OK { failed = code } }
-        func setLong(_ option: CURLoption, _ value: Int) { check(loginkit_curl_easy_setopt_long(raw, option, value)) }
-        func setString(_ option: CURLoption, _ value: String) {
-            check(value.withCString { loginkit_curl_easy_setopt_string(raw, option, $0) })  // libcurl copies strings
-        }
-        setLong(CURLOPT_NOSIGNAL, 1)
-        setString(CURLOPT_PROTOCOLS_STR, "http,https")
-        setLong(CURLOPT_FOLLOWLOCATION, 0)
-        setLong(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.clampedMilliseconds)
-        setLong(CURLOPT_TIMEOUT_MS, configuration.totalTimeout.clampedMilliseconds)
-        check(loginkit_curl_easy_setopt_off_t(raw, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maximumResponseSize)))
-        setLong(CURLOPT_SSL_VERIFYPEER, 1)
-        setLong(CURLOPT_SSL_VERIFYHOST, 2)
-        setLong(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        if let caFile = configuration.tls.caFile { setString(CURLOPT_CAINFO, caFile) }
-        if let caDirectory = configuration.tls.caDirectory { setString(CURLOPT_CAPATH, caDirectory) }
-        if let pin = configuration.tls.pinnedPublicKey { setString(CURLOPT_PINNEDPUBLICKEY, pin) }
-        check(loginkit_curl_easy_setopt_pointer(raw, CURLOPT_ERRORBUFFER, errorBuffer))
-        check(loginkit_curl_easy_setopt_callback(raw, CURLOPT_WRITEFUNCTION, transferWriteCallback))
-        check(loginkit_curl_easy_setopt_callback(raw, CURLOPT_HEADERFUNCTION, transferHeaderCallback))
-        return failed
+        var options = OptionSetter(raw: raw)
+        options.long(CURLOPT_NOSIGNAL, 1)
+        options.string(CURLOPT_PROTOCOLS_STR, "http,https")
+        options.long(CURLOPT_FOLLOWLOCATION, 0)
+        options.long(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.clampedMilliseconds)
+        options.long(CURLOPT_TIMEOUT_MS, configuration.totalTimeout.clampedMilliseconds)
+        options.offset(CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maximumResponseSize))
+        options.long(CURLOPT_SSL_VERIFYPEER, 1)
+        options.long(CURLOPT_SSL_VERIFYHOST, 2)
+        options.long(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        if let caFile = configuration.tls.caFile { options.string(CURLOPT_CAINFO, caFile) }
+        if let caDirectory = configuration.tls.caDirectory { options.string(CURLOPT_CAPATH, caDirectory) }
+        if let pin = configuration.tls.pinnedPublicKey { options.string(CURLOPT_PINNEDPUBLICKEY, pin) }
+        options.pointer(CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorBuffer))
+        options.callback(CURLOPT_WRITEFUNCTION, transferWriteCallback)
+        options.callback(CURLOPT_HEADERFUNCTION, transferHeaderCallback)
+        return options.failed
     }
 
     /// Drops what pointed into the finished transfer (its header list, freed next, and the
     /// `Transfer` the callbacks reach), so that no stale pointer stays on a spare handle.
     func detachFromTransfer() {
-        _ = loginkit_curl_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, nil)
-        _ = loginkit_curl_easy_setopt_pointer(raw, CURLOPT_WRITEDATA, nil)
-        _ = loginkit_curl_easy_setopt_pointer(raw, CURLOPT_HEADERDATA, nil)
+        var options = OptionSetter(raw: raw)  // setting NULL cannot be refused
+        options.list(CURLOPT_HTTPHEADER, nil)
+        options.pointer(CURLOPT_WRITEDATA, nil)
+        options.pointer(CURLOPT_HEADERDATA, nil)
         errorBuffer[0] = 0
     }
 
     deinit {
         curl_easy_cleanup(raw)
         errorBuffer.deallocate()
+    }
+}
+
+/// Sets options on one easy handle through the typed shims and keeps the first code libcurl
+/// refused (`failed`), so that a caller sets them all and checks once.
+struct OptionSetter {
+    let raw: UnsafeMutableRawPointer
+    private(set) var failed: CURLcode = CURLE_OK
+
+    init(raw: UnsafeMutableRawPointer) {
+        self.raw = raw
+    }
+
+    private mutating func check(_ code: CURLcode) {
+        if code != CURLE_OK && failed == CURLE_OK { failed = code }
+    }
+
+    mutating func long(_ option: CURLoption, _ value: Int) {
+        check(loginkit_curl_easy_setopt_long(raw, option, value))
+    }
+
+    /// libcurl copies strings; `nil` restores the option's default.
+    mutating func string(_ option: CURLoption, _ value: String?) {
+        guard let value else {
+            check(loginkit_curl_easy_setopt_string(raw, option, nil))
+            return
+        }
+        let raw = self.raw
+        check(value.withCString { loginkit_curl_easy_setopt_string(raw, option, $0) })
+    }
+
+    mutating func offset(_ option: CURLoption, _ value: curl_off_t) {
+        check(loginkit_curl_easy_setopt_off_t(raw, option, value))
+    }
+
+    mutating func pointer(_ option: CURLoption, _ value: UnsafeMutableRawPointer?) {
+        check(loginkit_curl_easy_setopt_pointer(raw, option, value))
+    }
+
+    mutating func list(_ option: CURLoption, _ value: UnsafeMutablePointer<curl_slist>?) {
+        check(loginkit_curl_easy_setopt_slist(raw, option, value))
+    }
+
+    mutating func callback(_ option: CURLoption, _ value: loginkit_curl_data_callback) {
+        check(loginkit_curl_easy_setopt_callback(raw, option, value))
     }
 }

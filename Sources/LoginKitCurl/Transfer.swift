@@ -38,31 +38,24 @@ final class Transfer {
     /// Sets this request's options on a handle that holds the client's (`EasyHandle`); returns the
     /// error when an option is refused. Every option a request may change is set here each time.
     func configure() -> NetworkError? {
-        let easy = handle.raw
-        var failed: CURLcode = CURLE_OK
-        func check(_ code: CURLcode) { if code != CURLE_OK && failed == CURLE_OK { failed = code } }
-        func setLong(_ option: CURLoption, _ value: Int) { check(loginkit_curl_easy_setopt_long(easy, option, value)) }
-        func setString(_ option: CURLoption, _ value: String) {
-            check(value.withCString { loginkit_curl_easy_setopt_string(easy, option, $0) })  // libcurl copies strings
-        }
-
+        var options = OptionSetter(raw: handle.raw)
         handle.errorBuffer[0] = 0
-        setString(CURLOPT_URL, submission.url)
+        options.string(CURLOPT_URL, submission.url)
         // The proxy options depend only on whether the destination is loopback (the client's
         // configuration is fixed): set them when the handle's last choice was different or unknown.
         let proxyChoice = handle.bypassesProxy
         handle.bypassesProxy = nil  // unknown until every option below is in
-        if proxyChoice != submission.bypassesProxy { configureProxy(setString: setString, check: check) }
-        configureMethodAndBody(setLong: setLong, setString: setString, check: check)
+        if proxyChoice != submission.bypassesProxy { configureProxy(&options) }
+        configureMethodAndBody(&options)
         configureHeaders()
-        check(loginkit_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
+        options.list(CURLOPT_HTTPHEADER, headerList)
 
         let context = Unmanaged.passUnretained(self).toOpaque()
-        check(loginkit_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
-        check(loginkit_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
+        options.pointer(CURLOPT_WRITEDATA, context)
+        options.pointer(CURLOPT_HEADERDATA, context)
 
-        guard failed == CURLE_OK else {
-            return Self.refusedOption(failed)
+        guard options.failed == CURLE_OK else {
+            return Self.refusedOption(options.failed)
         }
         handle.bypassesProxy = submission.bypassesProxy
         return nil
@@ -73,54 +66,42 @@ final class Transfer {
     }
 
     /// Both proxy options are set whenever the choice differs from the handle's last one, so a
-    /// recycled handle never keeps the previous request's choice. A loopback destination gets `CURLOPT_PROXY ""` (no proxy, the environment's
-    /// included) and `CURLOPT_NOPROXY "*"`; any other the configured proxy (or `NULL`: libcurl's
-    /// environment lookup) and the `no_proxy` list.
-    private func configureProxy(setString: (CURLoption, String) -> Void, check: (CURLcode) -> Void) {
+    /// recycled handle never keeps another destination's. A loopback destination gets
+    /// `CURLOPT_PROXY ""` (no proxy, the environment's included) and `CURLOPT_NOPROXY "*"`; any other
+    /// the configured proxy (or `NULL`: libcurl's environment lookup) and the `no_proxy` list.
+    private func configureProxy(_ options: inout OptionSetter) {
         if submission.bypassesProxy {
-            setString(CURLOPT_PROXY, "")
-            setString(CURLOPT_NOPROXY, "*")
+            options.string(CURLOPT_PROXY, "")
+            options.string(CURLOPT_NOPROXY, "*")
         } else {
-            if let proxy = configuration.proxy {
-                setString(CURLOPT_PROXY, proxy)
-            } else {
-                check(loginkit_curl_easy_setopt_string(handle.raw, CURLOPT_PROXY, nil))
-            }
-            setString(CURLOPT_NOPROXY, Self.noProxy)
+            options.string(CURLOPT_PROXY, configuration.proxy)
+            options.string(CURLOPT_NOPROXY, Self.noProxy)
         }
     }
 
-    private func configureMethodAndBody(
-        setLong: (CURLoption, Int) -> Void,
-        setString: (CURLoption, String) -> Void,
-        check: (CURLcode) -> Void
-    ) {
+    private func configureMethodAndBody(_ options: inout OptionSetter) {
         // The handle may have carried any method and body before: each case sets all of them.
         let method = submission.request.method
         if !sendsBody {
             // Drop an earlier request's body (COPYPOSTFIELDS NULL frees libcurl's copy), then set the
             // method: HTTPGET 1 also turns NOBODY and UPLOAD off; NOBODY 1 makes it HEAD.
-            check(loginkit_curl_easy_setopt_off_t(handle.raw, CURLOPT_POSTFIELDSIZE_LARGE, -1))
-            check(loginkit_curl_easy_setopt_pointer(handle.raw, CURLOPT_COPYPOSTFIELDS, nil))
-            check(loginkit_curl_easy_setopt_string(handle.raw, CURLOPT_CUSTOMREQUEST, nil))
-            if method == .get { setLong(CURLOPT_HTTPGET, 1) } else { setLong(CURLOPT_NOBODY, 1) }
+            options.offset(CURLOPT_POSTFIELDSIZE_LARGE, -1)
+            options.pointer(CURLOPT_COPYPOSTFIELDS, nil)
+            options.string(CURLOPT_CUSTOMREQUEST, nil)
+            options.long(method == .get ? CURLOPT_HTTPGET : CURLOPT_NOBODY, 1)
         } else {
-            setLong(CURLOPT_NOBODY, 0)  // after a HEAD; the post fields below make it a POST
+            options.long(CURLOPT_NOBODY, 0)  // after a HEAD; the post fields below make it a POST
             let body = submission.body ?? Data()
-            check(loginkit_curl_easy_setopt_off_t(handle.raw, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count)))
+            options.offset(CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
             // COPYPOSTFIELDS copies the bytes, so the Data need not outlive this call.
             body.withUnsafeBytes { bytes in
                 var empty: UInt8 = 0
                 let pointer = bytes.baseAddress.map { UnsafeMutableRawPointer(mutating: $0) }
-                check(withUnsafeMutablePointer(to: &empty) { fallback in
-                    loginkit_curl_easy_setopt_pointer(handle.raw, CURLOPT_COPYPOSTFIELDS, pointer ?? UnsafeMutableRawPointer(fallback))
-                })
+                withUnsafeMutablePointer(to: &empty) { fallback in
+                    options.pointer(CURLOPT_COPYPOSTFIELDS, pointer ?? UnsafeMutableRawPointer(fallback))
+                }
             }
-            if method == .post {
-                check(loginkit_curl_easy_setopt_string(handle.raw, CURLOPT_CUSTOMREQUEST, nil))
-            } else {
-                setString(CURLOPT_CUSTOMREQUEST, method.rawValue)
-            }
+            options.string(CURLOPT_CUSTOMREQUEST, method == .post ? nil : method.rawValue)
         }
     }
 
