@@ -1,8 +1,12 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import LoginKit
 import LoginKitDevServer
 import LoginKitMocks
 import LoginKitTestSupport
+import Synchronization
 import Testing
 
 @Suite(.timeLimit(.minutes(3)))
@@ -77,21 +81,29 @@ struct AuthServiceRefreshTests {
     }
 
     /// With a store that has change stamps the shared refresh runs on the client's driver thread by
-    /// default (docs/refresh.md; `RefreshExecutorTests` checks where it runs). Shutting the client
-    /// down while the token request is in flight fails every caller with `.shutdown` (the refresh's
-    /// waiters, and any caller that arrived after it and started another), keeps the stored profile,
-    /// and later calls fail the same way instead of hanging.
+    /// default (docs/refresh.md); the transport below records where each request was sent from, so
+    /// the test checks that. Shutting the client down while the token request is in flight fails
+    /// every caller with `.shutdown` (the refresh's waiters, and any caller that arrived after it and
+    /// started another), keeps the stored profile, and later calls fail the same way instead of
+    /// hanging.
     @Test func aClientShutDownDuringTheSharedRefreshFailsItsWaitersAndKeepsTheProfile() async throws {
         try await withTemporaryDirectory { directory in
             let store = try IDTokenStore(path: directory + "/tokens.json")
             try await withFixture(store: store) { fixture in
-                let service = fixture.service()
+                let transport = ThreadRecordingTransport(base: fixture.client)
+                let api = OAuth2API(configuration: fixture.api.configuration, transport: transport, now: { fixture.clock.now })
+                let service = AuthService(api: api, store: store, clock: fixture.clock, configuration: Fixture.serviceConfiguration)
+                let driverThread = await Task(executorPreference: fixture.client.taskExecutor) { pthread_self() }.value
                 try await expiredLogin(fixture, service: service)
                 let before = try #require(try await store.profile(named: "default")).credentials
                 fixture.server.monitor.injectFaults([.delay(milliseconds: 600_000)], path: "/oauth/token")
                 let arrivals = fixture.server.monitor.arrivals()
+                let sentBefore = transport.threads.count
                 let waiters = (0..<50).map { _ in Task { try await service.validIDToken() } }
                 for await path in arrivals where path == "/oauth/token" { break }
+                let refreshSends = transport.threads.dropFirst(sentBefore)
+                #expect(refreshSends.count == 1)
+                #expect(refreshSends.allSatisfy { pthread_equal($0, driverThread) != 0 }, "the refresh was not sent from the driver thread")
                 await fixture.client.shutdown()
                 for waiter in waiters {
                     let error = await thrown { try await waiter.value }
@@ -104,6 +116,23 @@ struct AuthServiceRefreshTests {
                 #expect(after.accessToken == before.accessToken)
                 #expect(fixture.tokenRequests == 1)
             }
+        }
+    }
+
+    /// A transport that notes the thread each request was sent from, then sends it through `base`.
+    final class ThreadRecordingTransport: HTTPTransport {
+        let base: CurlHTTPClient
+        private let sent = Mutex<[pthread_t]>([])
+
+        init(base: CurlHTTPClient) { self.base = base }
+
+        var threads: [pthread_t] { sent.withLock { $0 } }
+        var preferredTaskExecutor: (any TaskExecutor)? { base.preferredTaskExecutor }
+
+        func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data) {
+            let thread = pthread_self()
+            sent.withLock { $0.append(thread) }
+            return try await base.send(request, body: body)
         }
     }
 
