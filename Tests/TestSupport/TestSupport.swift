@@ -97,20 +97,34 @@ public func expireStoredCredentials(in store: some TokenStore, profile name: Str
     }
 }
 
-/// A free loopback port: bound on 127.0.0.1 and released (a server the test starts binds it right after).
+/// A free loopback port: bound on 127.0.0.1 and released (a server the test starts binds it right
+/// after). Taken below the kernel's ephemeral range when it can be: a port from that range may be
+/// handed to another test's outgoing connection or port-0 listener before the server binds it
+/// ("Address already in use" in a loaded `make test`); below it, only another explicit bind of the
+/// same random port could, one chance in ~20 000.
 public func freeLoopbackPort() throws -> Int {
+    let ephemeralLow = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+        .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
+    if ephemeralLow > 12_000 {
+        for _ in 0..<200 {  // bounded: almost every port down there is free
+            let candidate = Int.random(in: 10_000..<ephemeralLow)
+            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(socket) }
+            if bindToLoopback(socket, port: candidate, listen: false) != nil { return candidate }
+        }
+    }
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(socket) }
     return try #require(bindToLoopback(socket, listen: false))
 }
 
-/// Binds the TCP socket `descriptor` to an ephemeral port on 127.0.0.1 (and listens with a backlog
-/// of 16 when `listen`); the port, or `nil` when a call failed.
-public func bindToLoopback(_ descriptor: Int32, listen: Bool) -> Int? {
+/// Binds the TCP socket `descriptor` to `port` on 127.0.0.1, an ephemeral one by default (and
+/// listens with a backlog of 16 when `listen`); the port, or `nil` when a call failed.
+public func bindToLoopback(_ descriptor: Int32, port: Int = 0, listen: Bool) -> Int? {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
+    address.sin_port = UInt16(truncatingIfNeeded: port).bigEndian
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
