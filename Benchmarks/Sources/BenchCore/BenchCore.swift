@@ -9,7 +9,7 @@ public import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-public import LoginKit
+import LoginKit
 import Synchronization
 
 /// The token endpoint's request body: a refresh grant of a realistic size.

@@ -5,7 +5,9 @@
 //   save <directory> <operations>          IDTokenStore.save, the C floor, Data.write(.atomic), interleaved
 //   cached <directory> <calls>             cached validIDToken() (file store, memory store) vs a bare actor call
 //   verify <loginkit|jwtkit> <RS256|ES256> <count>
-//   storm <rounds>                         10/100/1000 concurrent validIDToken() on an expired token
+//   storm <rounds> [dev-server executable] 10/100/1000 concurrent validIDToken() on an expired token,
+//                                          against the dev server in its own process when given
+//                                          the `loginkit-dev-server` executable, else in this one
 //   prepare-cli <store path>               a profile valid for an hour, for the CLI start-up benchmark
 import AsyncHTTPClient
 import CBench
@@ -245,81 +247,164 @@ final class Gate: Sendable {
     }
 }
 
-func benchStorm(rounds: Int) async throws {
+/// The identity provider a storm runs against: the dev server in its own process (as in
+/// production and `loginkit demo`, where the provider is not in the caller's process), or in the
+/// bench's process, where its request handlers queue on the same two pool threads as the storm's
+/// 1000 callers.
+enum StormProvider {
+    case ownProcess(executable: String)
+    case sameProcess
+}
+
+/// `loginkit-dev-server serve` in a child process, stopped when its standard input closes.
+final class DevServerProcess {
+    let process = Process()
+    let input = Pipe()
+    let issuer: URL
+
+    init(executable: String) throws {
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["serve", "--quiet", "--exit-on-stdin-eof"]
+        // The allocation counter preloaded into the bench counts this process's allocations only.
+        process.environment = ProcessInfo.processInfo.environment.filter { $0.key != "LD_PRELOAD" }
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        // The one line it prints once it listens: `issuer: URL`.
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")), line.count < 4096 {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard text.hasPrefix("issuer: "), let issuer = URL(string: String(text.dropFirst("issuer: ".count))) else {
+            process.terminate()
+            throw BenchError("the dev server printed \(text.debugDescription), not its issuer")
+        }
+        self.issuer = issuer
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+}
+
+func benchStorm(rounds: Int, provider: StormProvider) async throws {
+    switch provider {
+    case .sameProcess:
+        try await DevServer.withServer { server in
+            try await benchStorm(rounds: rounds, issuer: server.issuer) { _ in server.monitor.requestCount(path: "/oauth/token") }
+        }
+    case .ownProcess(let executable):
+        let server = try DevServerProcess(executable: executable)
+        defer { server.stop() }
+        guard let scheme = server.issuer.scheme, let host = server.issuer.host, let port = server.issuer.port else {
+            throw BenchError("the dev server's issuer \(server.issuer) has no scheme, host or port")
+        }
+        let counter = HTTPRequest(method: .get, scheme: scheme, authority: "\(host):\(port)", path: "/test/requests?path=/oauth/token")
+        try await benchStorm(rounds: rounds, issuer: server.issuer.absoluteString) { http in
+            let (response, body) = try await http.send(counter, body: nil)
+            guard response.status.code == 200, let count = Int(String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw BenchError("the dev server's request count is unreadable")
+            }
+            return count
+        }
+    }
+}
+
+/// The storm against `issuer`; `tokenRequests` counts the token requests the provider has seen.
+func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPClient) async throws -> Int) async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("loginkit-bench-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    try await DevServer.withServer { server in
-        try await CurlHTTPClient.withClient { http in
-            let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: http)
-            let store = try IDTokenStore(path: directory + "/tokens.json", sealing: .none)
-            var configuration = AuthService.Configuration()
-            configuration.logger.logLevel = .warning
-            let service = AuthService(api: api, store: store, configuration: configuration)
-            _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
-            let clock = ContinuousClock()
-            // One uncontended refresh (after a warm-up one), several times.
-            var single: [Double] = []
-            for _ in 0..<(rounds * 3 + 1) {
-                try await expire(store)
-                single.append(seconds(try await clock.measure { _ = try await service.validIDToken() }))
-            }
-            single.removeFirst()
-            var results: [String: Double] = ["single_ms": percentile(single, 0.5) * 1e3]
-            for size in [10, 100, 1000] {
-                var requests: [Int] = [], p50: [Double] = [], p99: [Double] = []
-                for _ in 0..<rounds {
-                    try await expire(store)
-                    server.monitor.reset()
-                    let start = clock.now
-                    let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
-                        for _ in 0..<size {
-                            group.addTask {
-                                _ = try await service.validIDToken()
-                                return seconds(clock.now - start)
-                            }
-                        }
-                        var all: [Double] = []
-                        for try await latency in group { all.append(latency) }
-                        return all
-                    }
-                    requests.append(server.monitor.requestCount(path: "/oauth/token"))
-                    p50.append(percentile(latencies, 0.5))
-                    p99.append(percentile(latencies, 0.99))
-                }
-                results["requests_\(size)"] = Double(requests.max() ?? -1)
-                results["p50_ms_\(size)"] = percentile(p50, 0.5) * 1e3
-                results["p99_ms_\(size)"] = percentile(p99, 0.5) * 1e3
-            }
-            // The floor: 1000 bare tasks started together, each waiting for one shared event that
-            // fires after the median refresh time (a sleep, so it costs the two cores nothing) —
-            // what any "1000 callers, one refresh" costs here before LoginKit does anything.
-            var floor: [Double] = []
-            let refresh = Duration.microseconds(Int(percentile(single, 0.5) * 1e6))
+    try await CurlHTTPClient.withClient { http in
+        let api = OAuth2API(configuration: .init(issuer: issuer, clientID: "loginkit-cli"), transport: http)
+        let store = try IDTokenStore(path: directory + "/tokens.json", sealing: .none)
+        var configuration = AuthService.Configuration()
+        configuration.logger.logLevel = .warning
+        let service = AuthService(api: api, store: store, configuration: configuration)
+        _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
+        let clock = ContinuousClock()
+        // One uncontended refresh (after a warm-up one), several times.
+        var single: [Double] = []
+        for _ in 0..<(rounds * 3 + 1) {
+            try await expire(store)
+            single.append(seconds(try await clock.measure { _ = try await service.validIDToken() }))
+        }
+        single.removeFirst()
+        var results: [String: Double] = ["single_ms": percentile(single, 0.5) * 1e3]
+        for size in [10, 100, 1000] {
+            var requests: [Int] = [], p50: [Double] = [], p99: [Double] = [], allocations: [Double] = [], cpu: [Double] = []
             for _ in 0..<rounds {
-                let gate = Gate()
+                try await expire(store)
+                let requestsBefore = try await tokenRequests(http)
+                let allocationsBefore = cbench_malloc_count()
+                let cpuBefore = cpuSeconds()
                 let start = clock.now
-                let latencies = await withTaskGroup(of: Double.self) { group in
-                    group.addTask {
-                        try? await clock.sleep(for: refresh)
-                        gate.open()
-                        return -1
-                    }
-                    for _ in 0..<1000 {
+                let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
+                    for _ in 0..<size {
                         group.addTask {
-                            await gate.wait()
+                            _ = try await service.validIDToken()
                             return seconds(clock.now - start)
                         }
                     }
                     var all: [Double] = []
-                    for await latency in group where latency >= 0 { all.append(latency) }
+                    for try await latency in group { all.append(latency) }
                     return all
                 }
-                floor.append(percentile(latencies, 0.99))
+                cpu.append((cpuSeconds() - cpuBefore) / Double(size))
+                allocations.append(Double(cbench_malloc_count() - allocationsBefore) / Double(size))
+                requests.append(try await tokenRequests(http) - requestsBefore)
+                p50.append(percentile(latencies, 0.5))
+                p99.append(percentile(latencies, 0.99))
             }
-            results["floor_p99_ms_1000"] = percentile(floor, 0.5) * 1e3
-            emit(results)
+            results["requests_\(size)"] = Double(requests.max() ?? -1)
+            results["p50_ms_\(size)"] = percentile(p50, 0.5) * 1e3
+            results["p99_ms_\(size)"] = percentile(p99, 0.5) * 1e3
+            // Every allocation in the process during the storm (the refresh's own included), per
+            // caller; NaN without Benchmarks/C/malloc_count.c preloaded.
+            // This process's CPU time (user and system, the refresh's share included) per caller.
+            results["cpu_us_per_caller_\(size)"] = percentile(cpu, 0.5) * 1e6
+            results["allocs_per_caller_\(size)"] = cbench_malloc_count() < 0 ? .nan : percentile(allocations, 0.5)
         }
+        // The floor: 1000 bare tasks started together, each waiting for one shared event that
+        // fires after the median refresh time (a sleep, so it costs the two cores nothing) —
+        // what any "1000 callers, one refresh" costs here before LoginKit does anything.
+        var floor: [Double] = []
+        let refresh = Duration.microseconds(Int(percentile(single, 0.5) * 1e6))
+        var floorAllocations: [Double] = [], floorCPU: [Double] = []
+        for _ in 0..<rounds {
+            let gate = Gate()
+            let allocationsBefore = cbench_malloc_count()
+            let cpuBefore = cpuSeconds()
+            let start = clock.now
+            let latencies = await withTaskGroup(of: Double.self) { group in
+                group.addTask {
+                    try? await clock.sleep(for: refresh)
+                    gate.open()
+                    return -1
+                }
+                for _ in 0..<1000 {
+                    group.addTask {
+                        await gate.wait()
+                        return seconds(clock.now - start)
+                    }
+                }
+                var all: [Double] = []
+                for await latency in group where latency >= 0 { all.append(latency) }
+                return all
+            }
+            floorCPU.append((cpuSeconds() - cpuBefore) / 1000)
+            floorAllocations.append(Double(cbench_malloc_count() - allocationsBefore) / 1000)
+            floor.append(percentile(latencies, 0.99))
+        }
+        results["floor_p99_ms_1000"] = percentile(floor, 0.5) * 1e3
+        results["floor_cpu_us_per_task"] = percentile(floorCPU, 0.5) * 1e6
+        results["floor_allocs_per_task"] = cbench_malloc_count() < 0 ? .nan : percentile(floorAllocations, 0.5)
+        emit(results)
     }
 }
 
@@ -354,7 +439,9 @@ do {
     case ("verify", 5):
         try await benchVerify(peer: arguments[2], algorithm: arguments[3], count: Int(arguments[4]) ?? 5000)
     case ("storm", 3):
-        try await benchStorm(rounds: Int(arguments[2]) ?? 3)
+        try await benchStorm(rounds: Int(arguments[2]) ?? 3, provider: .sameProcess)
+    case ("storm", 4):
+        try await benchStorm(rounds: Int(arguments[2]) ?? 3, provider: .ownProcess(executable: arguments[3]))
     case ("prepare-cli", 3):
         try await prepareCLI(path: arguments[2])
     default:
