@@ -30,6 +30,8 @@ final class CurlLoop {
         let multi = driver.multi.raw
         let executor = driver.asUnownedTaskExecutor()
         driver.thread.withLock { $0 = pthread_self() }
+        // Named for `top -H`, `perf` and debuggers (it would otherwise carry its creator's name).
+        loginkit_name_current_thread("loginkit-curl")
         while true {
             // Tasks that prefer this thread as their executor (see `CurlDriver`) run first: what
             // they send is queued as a command and started just below, in the same pass, without a

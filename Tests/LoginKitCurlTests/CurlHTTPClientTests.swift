@@ -343,6 +343,11 @@ struct CurlHTTPClientTests {
         let driverThread = try await withTaskExecutorPreference(client.taskExecutor) {
             // A warm-up request: the driver has recorded its thread once it has served one.
             _ = try await client.send(.get, server.url("/test/status/200"))
+            #if os(Linux)
+            // Named for `top -H`, `perf` and debuggers, not after the pool thread that created it.
+            let name = try String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
+            #expect(name.trimmingCharacters(in: .newlines) == "loginkit-curl")
+            #endif
             return try #require(client.driver.thread.withLock { $0 })
         }
         try await withTaskExecutorPreference(client.taskExecutor) {
