@@ -68,6 +68,22 @@ struct PostgresChangesTests {
         }
     }
 
+    /// The refresh's stamped exclusive access (docs/refresh.md): PostgreSQL's own write reaches the
+    /// stamp only with its notification, after the commit, so the store answers no stamp — the
+    /// service then remembers nothing and its next call reads — and the write goes through as with
+    /// `withExclusiveAccess(to:)`.
+    @Test func theStampedExclusiveAccessAnswersNoStampAndStillWrites() async throws {
+        try await PostgresTokenStore.withStore(try TestDatabase.connection(), configuration: TestDatabase.configuration()) { store in
+            let (result, stamp) = try await store.withExclusiveAccessStamped(to: "default") { transaction -> Int in
+                transaction["default"] = sampleProfile("a")
+                return 7
+            }
+            #expect(result == 7)
+            #expect(stamp == nil)
+            #expect(try await store.profile(named: "default") == sampleProfile("a"))
+        }
+    }
+
     /// A change in another namespace of the same table leaves this namespace's memory alone.
     @Test func otherNamespacesChangesDoNotDropThisOnesMemory() async throws {
         let mine = TestDatabase.configuration()

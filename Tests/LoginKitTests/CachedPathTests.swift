@@ -52,6 +52,28 @@ struct CachedPathTests {
         }
     }
 
+    /// The stamp a stamped exclusive access answers is the one its own write produced (read before
+    /// the lock was let go), and a transaction that changes nothing answers the current one.
+    @Test(arguments: ["file", "memory"])
+    func aStampedExclusiveAccessAnswersTheStampOfItsOwnWrite(_ kind: String) async throws {
+        try await withTemporaryDirectory { directory in
+            let store: any TokenStoreChangeStamp = kind == "file" ? try IDTokenStore(path: directory + "/tokens.json") : InMemoryTokenStore()
+            let before = store.changeStamp()
+            let (name, written) = try await store.withExclusiveAccessStamped(to: "default") { transaction -> String in
+                transaction["default"] = Self.valid
+                return "wrote"
+            }
+            #expect(name == "wrote")
+            let stamp = try #require(written)
+            #expect(stamp != before, "the write changed the stamp")
+            #expect(store.changeStamp() == stamp, "nothing changed since the write")
+            let (_, unchanged) = try await store.withExclusiveAccessStamped(to: "default") { _ in }
+            #expect(unchanged == stamp, "no write, the same stamp")
+            try await store.save(Race.profile(Race.credentials(1, issuedAt: Date(), lifetime: 3600)), as: "default")
+            #expect(store.changeStamp() != stamp, "a later write is not vouched for by the earlier stamp")
+        }
+    }
+
     @Test func aWriteThroughTheMemoryStoreChangesItsStamp() async throws {
         let store = InMemoryTokenStore()
         let empty = store.changeStamp()
@@ -154,6 +176,11 @@ struct SharedStoreReadTests {
         func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
             try await base.withExclusiveAccess(body)
         }
+        func withExclusiveAccessStamped<T>(
+            to name: String, _ body: (inout TokenStoreTransaction) async throws -> T
+        ) async throws -> (result: T, stamp: UInt64?) {
+            try await base.withExclusiveAccessStamped(to: name, body)
+        }
     }
 
     /// Refreshes once the test opens the gate, counting the refreshes.
@@ -188,6 +215,25 @@ struct SharedStoreReadTests {
         // One read by the step that started the refresh, a few at most by calls that raced it to
         // the actor before its read was announced; 200 without the shared read.
         #expect(store.readCount <= 5, "\(store.readCount) store reads for \(callers) callers")
+    }
+
+    /// The storm's late callers: a call that comes after the shared refresh saved is served what
+    /// it saved from the mirror (remembered under the stamp the save produced), without reading the
+    /// store again.
+    @Test func aCallAfterTheSharedRefreshIsServedWhatItSavedWithoutReadingTheStore() async throws {
+        let store = CountingStore()
+        try await store.base.save(Race.profile(Race.credentials(0, issuedAt: Date(timeIntervalSinceNow: -7200), lifetime: 3600)), as: "default")
+        let api = GatedRefreshAPI()
+        let service = AuthService(api: api, store: store)
+        let first = Task { try await service.validAccessToken() }
+        await api.gate.arrived()
+        api.gate.open()
+        #expect(try await first.value == "access-1")
+        let readsAfterRefresh = store.readCount
+        #expect(try await service.validAccessToken() == "access-1")
+        #expect(try await service.validCredentials().refreshToken == "refresh-1")
+        #expect(store.readCount == readsAfterRefresh, "served from the mirror, not read again")
+        #expect(api.refreshCount == 1)
     }
 
     /// Review finding: a call that waited for another call's store read must not be handed what a

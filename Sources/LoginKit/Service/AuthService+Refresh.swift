@@ -20,7 +20,7 @@ extension AuthService {
     ///   failing and the old credentials had expired, `UpgradeRequiredError`,
     ///   `TokenVerificationError`, `TokenStoreError`.
     public nonisolated(nonsending) func validCredentials(minimumValidity: Duration) async throws -> Credentials {
-        try await valid(.any, minimumValidity: minimumValidity)
+        try await valid(.any, minimumValidity: minimumValidity).credentials
     }
 
     /// A valid ID token. See ``validCredentials(minimumValidity:)``.
@@ -28,8 +28,8 @@ extension AuthService {
     /// - Throws: also `LoginRequiredError` `.noIDToken` when the provider issued no ID token (use
     ///   ``validAccessToken(minimumValidity:)``, which works with every provider).
     public nonisolated(nonsending) func validIDToken(minimumValidity: Duration) async throws -> IDToken {
-        let credentials = try await valid(.idToken, minimumValidity: minimumValidity)
-        guard let idToken = credentials.idToken else {
+        let shared = try await valid(.idToken, minimumValidity: minimumValidity)
+        guard let idToken = shared.credentials.idToken else {
             throw LoginRequiredError(.noIDToken, profile: profileName, "the provider issued no ID token for this profile; use the access token")
         }
         return idToken
@@ -37,8 +37,8 @@ extension AuthService {
 
     /// A valid access token. See ``validCredentials(minimumValidity:)``.
     public nonisolated(nonsending) func validAccessToken(minimumValidity: Duration) async throws -> String {
-        let credentials = try await valid(.accessToken, minimumValidity: minimumValidity)
-        guard let accessToken = credentials.accessToken else {
+        let shared = try await valid(.accessToken, minimumValidity: minimumValidity)
+        guard let accessToken = shared.credentials.accessToken else {
             throw LoginRequiredError(.noAccessToken, profile: profileName, "the provider issued no access token for this profile")
         }
         return accessToken
@@ -48,7 +48,7 @@ extension AuthService {
     /// stamp is the one it was read under and the decision is to serve it; or, when it needs a
     /// refresh and the shared one is running, the wait for that refresh), else the actor's step,
     /// and when that says wait, the wait for the shared refresh, also off the actor.
-    nonisolated(nonsending) func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> Credentials {
+    nonisolated(nonsending) func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> SharedCredentials {
         let decision = RefreshDecision(
             advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
             kind: kind, minimumValidity: minimumValidity, requestStart: clock.now
@@ -61,14 +61,14 @@ extension AuthService {
         // At most two waits for another call's store read, then this call reads itself: bounded.
         var joinedReads = 0
         while true {
-            if let current = stamp, let profile = served.withLock({ $0.profile(ifStamp: current) }) {
-                if decision.servesAsItIs(profile, now: now) {
-                    return profile.credentials
+            if let current = stamp, let remembered = served.withLock({ $0.remembered(ifStamp: current) }) {
+                if decision.servesAsItIs(remembered.profile, now: now) {
+                    return remembered.credentials
                 }
                 // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
                 // step would read the store again (two hops and a stat each, serialised) to answer
                 // "wait for it"; they wait for it at once.
-                if decision.verdict(for: profile, now: now) == .refresh,
+                if decision.verdict(for: remembered.profile, now: now) == .refresh,
                     let running = served.withLock({ $0.runningRefresh(ifStamp: current) })
                 {
                     sharedRefreshWaits.increment()
@@ -107,8 +107,8 @@ extension AuthService {
     }
 
     enum TokenStep: Sendable {
-        case serve(Credentials)
-        case wait(Flight<Credentials>, startedIn: UInt64)
+        case serve(SharedCredentials)
+        case wait(Flight<SharedCredentials>, startedIn: UInt64)
         /// Another step reads the store under the same stamp: wait for it, then look again.
         case joinRead(Flight<Void>)
     }
@@ -147,7 +147,7 @@ extension AuthService {
                 throw error
             }
             logger.warning("the store is unavailable; serving the credentials held in memory", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
-            return .serve(known.credentials)
+            return .serve(SharedCredentials(known.credentials))
         }
         let verdict = decision.verdict(for: profile, now: clock.now)
         reportIfUngrantable(decision, profile)
@@ -155,11 +155,11 @@ extension AuthService {
         case .serve:
             lastKnownProfile = profile
             if let stamp { served.withLock { $0.remember(profile, stamp: stamp, startedIn: epoch) } }
-            return .serve(profile.credentials)
+            return .serve(SharedCredentials(profile.credentials))
         case .serveAndRefresh(let start):
             lastKnownProfile = profile
             if start { startRefresh(firstSeen: profile, decision: decision, epoch: epoch) }
-            return .serve(profile.credentials)
+            return .serve(SharedCredentials(profile.credentials))
         case .waitForRefresh(let start):
             if start { startRefresh(firstSeen: profile, decision: decision, epoch: epoch) }
             guard let flight = currentRefresh?.flight else { throw notLoggedIn() }
@@ -176,17 +176,17 @@ extension AuthService {
     /// logout may have begun meanwhile (checked against the machine's mirror, so that the waiters
     /// of a storm go on together instead of one actor turn each), and a refresh may have brought no
     /// new token of the kind asked (no new ID token) or one that has already expired.
-    nonisolated(nonsending) private func awaitRefresh(_ flight: Flight<Credentials>, kind: TokenKind, startedIn epoch: UInt64) async throws -> Credentials {
-        let credentials = try await flight.wait()
+    nonisolated(nonsending) private func awaitRefresh(_ flight: Flight<SharedCredentials>, kind: TokenKind, startedIn epoch: UInt64) async throws -> SharedCredentials {
+        let shared = try await flight.wait()
         guard served.withLock({ $0.mayHandOut(startedIn: epoch) }) else { throw loggedOut() }
-        if let expiry = kind.expiry(of: credentials), expiry <= clock.now {
+        if let expiry = kind.expiry(of: shared.credentials), expiry <= clock.now {
             throw LoginRequiredError(
                 .cannotRefresh, profile: profileName,
                 kind == .idToken
                     ? "the provider's refresh brought no new ID token and the stored one has expired; log in again"
                     : "the provider's refresh brought credentials that have already expired; log in again")
         }
-        return credentials
+        return shared
     }
 
     nonisolated func loggedOut() -> LoginRequiredError {
@@ -205,7 +205,7 @@ extension AuthService {
         case .waitForRefresh(let start):
             if start { startRefresh(firstSeen: firstSeen, decision: decision, epoch: epoch) }
             guard let flight = currentRefresh?.flight else { throw notLoggedIn() }
-            return try await awaitRefresh(flight, kind: .any, startedIn: epoch)
+            return try await awaitRefresh(flight, kind: .any, startedIn: epoch).credentials
         case .loggedOut:
             throw loggedOut()
         case .serve, .serveAndRefresh:
@@ -231,14 +231,14 @@ extension AuthService {
 
     /// The running shared refresh, its task and the epoch it started in.
     struct RunningRefresh: Sendable {
-        let flight: Flight<Credentials>
+        let flight: Flight<SharedCredentials>
         let task: Task<Void, Never>
     }
 
     /// Starts the shared refresh (the machine said so). Its task is owned by the service:
     /// ``shutdown()`` awaits it and ``logOut()`` cancels and awaits it.
     private func startRefresh(firstSeen: StoredProfile, decision: RefreshDecision, epoch: UInt64) {
-        let flight = Flight<Credentials>()
+        let flight = Flight<SharedCredentials>()
         logger.debug("refresh started", metadata: logMetadata)
         updateDiagnostics { $0.refreshInProgress = true }
         // On the transport's executor when it has one (the curl driver thread): the refresh's jobs —
@@ -256,7 +256,7 @@ extension AuthService {
         served.withLock { $0.refreshStarted(flight, epoch: epoch) }
     }
 
-    private func finishRefresh(_ flight: Flight<Credentials>, _ outcome: Result<Credentials, any Error>, startedIn epoch: UInt64) {
+    private func finishRefresh(_ flight: Flight<SharedCredentials>, _ outcome: Result<Credentials, any Error>, startedIn epoch: UInt64) {
         if currentRefresh?.flight === flight { currentRefresh = nil }
         served.withLock { $0.refreshEnded(flight) }
         var outcome = outcome
@@ -289,7 +289,8 @@ extension AuthService {
                 break
             }
         }
-        flight.finish(with: outcome)
+        // One object for every waiter: each takes a reference, not a copy of each string.
+        flight.finish(with: outcome.map(SharedCredentials.init))
     }
 
     /// The refresh, bounded by `refreshTimeout` (the store's lock wait included: it is cancellable).
@@ -327,9 +328,11 @@ extension AuthService {
     /// else refresh (with retries) and save before anyone gets the new credentials.
     private func performRefresh(firstSeen: StoredProfile, decision: RefreshDecision, epoch: UInt64) async throws -> Credentials {
         var refreshed: Credentials?
+        var saved: StoredProfile?
         let outcome: Outcome
+        let savedStamp: UInt64?
         do {
-            outcome = try await store.withExclusiveAccess(to: profileName) { transaction -> Outcome in
+            (outcome, savedStamp) = try await exclusiveAccess { transaction -> Outcome in
                 guard var stored = transaction[profileName] else { throw notLoggedIn() }
                 guard decision.mustRefresh(stored: stored, firstSeen: firstSeen, now: clock.now) else {
                     return .tookStored(stored.credentials)  // someone else refreshed meanwhile
@@ -344,6 +347,7 @@ extension AuthService {
                     stored.credentials = credentials
                     stored.updatedAt = clock.now
                     transaction[profileName] = stored  // saved before any caller sees it (rotation-safe)
+                    saved = stored
                     if machine.mayHandOut(startedIn: epoch) { lastKnownProfile = stored }
                     return .refreshed(credentials)
                 case .rejected:
@@ -367,6 +371,11 @@ extension AuthService {
         }
         switch outcome {
         case .refreshed(let credentials):
+            // Calls that come after the save, under the stamp it produced, are served what it
+            // saved from the cached path: a storm's late callers do not read the store again.
+            if let saved, let savedStamp {
+                served.withLock { $0.remember(saved, stamp: savedStamp, startedIn: epoch) }
+            }
             logger.debug("refreshed", metadata: logMetadata)
             eventBroadcaster.emit(.refreshed)
             return credentials
@@ -381,6 +390,13 @@ extension AuthService {
             eventBroadcaster.emit(.credentialsRejected)
             throw LoginRequiredError(.credentialsRejected, profile: profileName, "the provider rejected the stored credentials; log in again")
         }
+    }
+
+    /// The store's exclusive access to this profile; with a store that has change stamps, also the
+    /// stamp that vouches for what `body` left in it (``TokenStoreChangeStamp``).
+    private func exclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> (T, UInt64?) {
+        if let stamps { return try await stamps.withExclusiveAccessStamped(to: profileName, body) }
+        return (try await store.withExclusiveAccess(to: profileName, body), nil)
     }
 
     /// Whether credentials from `source` belong to the provider and client this service's API

@@ -94,6 +94,17 @@ struct RefreshDecision: Sendable, Hashable {
     }
 }
 
+/// Credentials handed to many callers at once, by reference: a storm's callers each retain this
+/// one object instead of every string in the credentials (a retain and a release apiece, on cache
+/// lines both cores write), and take out only the token they asked for.
+final class SharedCredentials: Sendable {
+    let credentials: Credentials
+
+    init(_ credentials: Credentials) {
+        self.credentials = credentials
+    }
+}
+
 /// What a token call may serve without entering `AuthService`'s actor: the profile the service last
 /// served, the store's change stamp it was read under, and a mirror of the state machine's epoch
 /// and logout phase (kept in step by the actor, synchronously, whenever its machine changes). A
@@ -104,14 +115,24 @@ struct ServedCredentials: Sendable {
     private(set) var isLoggingOut = false
     private var last: Remembered?
     /// The shared refresh running now and the epoch it started in (mirrors `currentRefresh`).
-    private var refresh: (flight: Flight<Credentials>, epoch: UInt64)?
+    private var refresh: (flight: Flight<SharedCredentials>, epoch: UInt64)?
     /// The actor's step under way (it reads the store), with the stamp and epoch it began under:
     /// token calls under the same stamp wait for it off the actor, then look here again.
     private var read: (flight: Flight<Void>, stamp: UInt64, epoch: UInt64)?
 
-    private struct Remembered: Sendable {
+    /// A profile remembered under a stamp. A class, so that a storm's callers each take one
+    /// reference to it, not a copy of the profile.
+    final class Remembered: Sendable {
         let profile: StoredProfile
         let stamp: UInt64
+        /// The profile's credentials, for the callers it is served to.
+        let credentials: SharedCredentials
+
+        init(profile: StoredProfile, stamp: UInt64) {
+            self.profile = profile
+            self.stamp = stamp
+            credentials = SharedCredentials(profile.credentials)
+        }
     }
 
     /// Follows the machine: a new epoch or a logout forgets the remembered profile.
@@ -145,18 +166,18 @@ struct ServedCredentials: Sendable {
     }
 
     /// The remembered profile, when the store's stamp is still the one it was read under.
-    func profile(ifStamp stamp: UInt64) -> StoredProfile? {
+    func remembered(ifStamp stamp: UInt64) -> Remembered? {
         guard !isLoggingOut, let last, last.stamp == stamp else { return nil }
-        return last.profile
+        return last
     }
 
     /// A shared refresh started (by the actor, in `epoch`).
-    mutating func refreshStarted(_ flight: Flight<Credentials>, epoch: UInt64) {
+    mutating func refreshStarted(_ flight: Flight<SharedCredentials>, epoch: UInt64) {
         refresh = (flight, epoch)
     }
 
     /// The shared refresh `flight` ended: before its waiters are resumed, so no caller joins it after.
-    mutating func refreshEnded(_ flight: Flight<Credentials>) {
+    mutating func refreshEnded(_ flight: Flight<SharedCredentials>) {
         if refresh?.flight === flight { refresh = nil }
     }
 
@@ -183,8 +204,8 @@ struct ServedCredentials: Sendable {
     /// actor: the profile is still the store's (`stamp`), no logout has begun, and a shared refresh
     /// started in the current epoch is running — what the actor's step would answer with
     /// `.waitForRefresh(start: false)`.
-    func runningRefresh(ifStamp stamp: UInt64) -> (flight: Flight<Credentials>, epoch: UInt64)? {
-        guard profile(ifStamp: stamp) != nil, let refresh, refresh.epoch == epoch else { return nil }
+    func runningRefresh(ifStamp stamp: UInt64) -> (flight: Flight<SharedCredentials>, epoch: UInt64)? {
+        guard !isLoggingOut, last?.stamp == stamp, let refresh, refresh.epoch == epoch else { return nil }
         return refresh
     }
 }

@@ -178,6 +178,14 @@ public actor IDTokenStore: TokenStore {
     public nonisolated(nonsending) func withExclusiveAccess<T>(
         _ body: (inout TokenStoreTransaction) async throws -> T
     ) async throws -> T {
+        try await exclusiveAccess(stamped: false, body).result
+    }
+
+    /// The exclusive access; with `stamped`, also the change stamp read after the write and before
+    /// the file lock is released (``TokenStoreChangeStamp/withExclusiveAccessStamped(to:_:)``).
+    package nonisolated(nonsending) func exclusiveAccess<T>(
+        stamped: Bool, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, stamp: UInt64?) {
         try await processLock.withLock {
             try await prepareDirectory()
             let lock = try await FileLock.acquire(lockFile, timeout: lockTimeout)
@@ -191,8 +199,9 @@ public actor IDTokenStore: TokenStore {
                     let sealing = try await sealingForSave(read: read)
                     try await write(transaction.profiles, sealing: sealing, movingAsideCorruptFile: recovered != nil)
                 }
+                let stamp = stamped ? fileWatch.stamp() : nil
                 lock.release()
-                return result
+                return (result, stamp)
             } catch {
                 lock.release()
                 throw error

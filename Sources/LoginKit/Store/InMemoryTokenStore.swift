@@ -28,6 +28,14 @@ public final class InMemoryTokenStore: TokenStore {
     }
 
     public nonisolated(nonsending) func withExclusiveAccess<T>(_ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+        try await exclusiveAccess(stamped: false, body).result
+    }
+
+    /// The exclusive access; with `stamped`, also the change stamp read after the change and
+    /// before the lock is released (``TokenStoreChangeStamp/withExclusiveAccessStamped(to:_:)``).
+    package nonisolated(nonsending) func exclusiveAccess<T>(
+        stamped: Bool, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, stamp: UInt64?) {
         try await lock.withLock {
             var transaction = TokenStoreTransaction(profiles: await storage.profiles)
             let result = try await body(&transaction)
@@ -35,7 +43,7 @@ public final class InMemoryTokenStore: TokenStore {
                 await storage.replace(with: transaction.profiles)
                 generation.withLock { $0 &+= 1 }
             }
-            return result
+            return (result, stamped ? generation.withLock { $0 } : nil)
         }
     }
 }

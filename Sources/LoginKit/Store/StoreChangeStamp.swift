@@ -17,9 +17,50 @@ import Darwin
 /// profile it is to vouch for.
 package protocol TokenStoreChangeStamp: TokenStore {
     nonisolated func changeStamp() -> UInt64
+
+    /// ``TokenStore/withExclusiveAccess(to:_:)``, also answering the change stamp read after
+    /// `body`'s changes were written and before the exclusive access ended: no other writer's
+    /// change can be in it, so it vouches for what `body` left in the store (`AuthService`
+    /// remembers the credentials a refresh saved under it, and the storm's late callers are served
+    /// them without reading the store again). `nil` when the store cannot say (the default).
+    nonisolated(nonsending) func withExclusiveAccessStamped<T>(
+        to name: String, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, stamp: UInt64?)
 }
 
-extension IDTokenStore: TokenStoreChangeStamp {
+extension TokenStoreChangeStamp {
+    /// No stamp: for a store whose own write may reach its stamp only later (PostgreSQL's change
+    /// notifications arrive after the commit).
+    package nonisolated(nonsending) func withExclusiveAccessStamped<T>(
+        to name: String, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, stamp: UInt64?) {
+        (try await withExclusiveAccess(to: name, body), nil)
+    }
+}
+
+/// A store whose own exclusive access can read its change stamp after its write, before it lets
+/// the lock go: ``TokenStoreChangeStamp/withExclusiveAccessStamped(to:_:)`` comes with it.
+package protocol StampedExclusiveAccess: TokenStoreChangeStamp {
+    /// The exclusive access over the whole store; with `stamped`, also the change stamp read after
+    /// the write (if any) and before the lock is released.
+    nonisolated(nonsending) func exclusiveAccess<T>(
+        stamped: Bool, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, stamp: UInt64?)
+}
+
+extension StampedExclusiveAccess {
+    /// The stamp is read holding the store's lock, after the write: every writer that takes the
+    /// lock writes after it.
+    package nonisolated(nonsending) func withExclusiveAccessStamped<T>(
+        to name: String, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, stamp: UInt64?) {
+        try await exclusiveAccess(stamped: true) { all in
+            try await all.scoped(to: name, store: "\(Self.self)", body)
+        }
+    }
+}
+
+extension IDTokenStore: StampedExclusiveAccess {
     /// Bumped by this store's own writes at once, and by another writer's within
     /// ``StoreFileWatch/defaultRecheckInterval`` (one `stat` per interval at most, not one per call).
     package nonisolated func changeStamp() -> UInt64 {
@@ -27,7 +68,7 @@ extension IDTokenStore: TokenStoreChangeStamp {
     }
 }
 
-extension InMemoryTokenStore: TokenStoreChangeStamp {
+extension InMemoryTokenStore: StampedExclusiveAccess {
     package nonisolated func changeStamp() -> UInt64 {
         generation.withLock { $0 }
     }

@@ -48,12 +48,7 @@ public protocol TokenStore: Sendable {
 extension TokenStore {
     public nonisolated(nonsending) func withExclusiveAccess<T>(to name: String, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
         try await withExclusiveAccess { all in
-            var scoped = TokenStoreTransaction(profiles: all[name].map { [name: $0] } ?? [:], scope: name)
-            scoped.recoveredFrom = all.recoveredFrom
-            let result = try await body(&scoped)
-            try scoped.checkScope(store: "\(Self.self)")
-            all[name] = scoped[name]
-            return result
+            try await all.scoped(to: name, store: "\(Self.self)", body)
         }
     }
 }
@@ -97,6 +92,21 @@ public struct TokenStoreTransaction: Sendable {
     /// The names whose profile was added, changed or removed, sorted.
     public var changedNames: [String] {
         Set(profiles.keys).union(original.keys).filter { profiles[$0] != original[$0] }.sorted()
+    }
+
+    /// Runs `body` with a transaction holding only the profile `name` (the default scoping of
+    /// ``TokenStore/withExclusiveAccess(to:_:)`` over a whole-store transaction), then takes its
+    /// change of that profile into this one.
+    ///
+    /// - Throws: `TokenStoreError` `.outOfScope` when `body` changed another profile (nothing is
+    ///   taken over then), and what `body` throws.
+    package mutating func scoped<T>(to name: String, store: String, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
+        var scoped = TokenStoreTransaction(profiles: self[name].map { [name: $0] } ?? [:], scope: name)
+        scoped.recoveredFrom = recoveredFrom
+        let result = try await body(&scoped)
+        try scoped.checkScope(store: store)
+        self[name] = scoped[name]
+        return result
     }
 
     /// Throws `.outOfScope` when a single-profile transaction changed another profile.
