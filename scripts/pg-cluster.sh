@@ -29,7 +29,7 @@ start() {
 
 case "${1:-}" in
 create)
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+    port=$(python3 "$(dirname "$0")/free-port.py")
     dir=$(mktemp -d /tmp/loginkit-pg.XXXXXX)
     chmod 700 "$dir"
     if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/moto-venv.sh
 
-port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+port=$(python3 scripts/free-port.py)
 workdir=$(mktemp -d)
 log="$workdir/moto.log"
 : >"$log"  # exists before tail opens it (the background job opens it only when it gets to run)

@@ -20,7 +20,7 @@ elif [ "$status" -ne 0 ]; then
     exit "$status"
 fi
 
-port=$(.venv-oidc/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+port=$(python3 scripts/free-port.py)
 workdir=$(mktemp -d)
 log="$workdir/oidc-provider.log"
 : >"$log"  # exists before tail opens it (the background job opens it only when it gets to run)
