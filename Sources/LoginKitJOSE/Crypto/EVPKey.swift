@@ -11,7 +11,7 @@ internal import LoginKitHTTP
 final class EVPKey: @unchecked Sendable {  // safe: see the proof above
     let raw: OpaquePointer
     /// Idle verification contexts, per algorithm (see `verify(signature:over:algorithm:)`).
-    let verifyContexts = LockedState<[JWSAlgorithm: [VerifyContext]]>([:])
+    let verifyContexts = LockedState(VerifyContextPool())
     /// For a public key parsed from a JWK without `alg`: the algorithm it first verified a
     /// signature with, the only one it serves from then on (see `JWK.bind(to:)`).
     let boundAlgorithm = LockedState<JWSAlgorithm?>(nil)

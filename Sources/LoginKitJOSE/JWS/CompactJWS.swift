@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Musl)
+internal import Musl
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
 /// A compact-serialised JWS (`header.payload.signature`, RFC 7515 §7.1), parsed but not verified.
 ///
 /// Parsing is strict and bounded: at most ``defaultMaximumLength`` characters (checked before any
@@ -17,8 +25,11 @@ package struct CompactJWS: Sendable {
     package let payload: [UInt8]
     /// The decoded signature bytes.
     package let signature: [UInt8]
-    /// The bytes that were signed: ASCII `base64url(header) "." base64url(payload)`.
-    package let signingInput: [UInt8]
+    /// The header's `typ`, when it is a string.
+    package let tokenType: String?
+    /// The token as parsed; its first `signingInputLength` bytes are the signing input.
+    private let text: String
+    private let signingInputLength: Int
 
     /// Parses `token`.
     ///
@@ -26,7 +37,7 @@ package struct CompactJWS: Sendable {
     package init(parsing token: some StringProtocol, maximumLength: Int = defaultMaximumLength) throws(TokenVerificationError) {
         var text = String(token)
         // `withUTF8` rethrows untyped errors, so the parts travel out as a `Result`.
-        let (headerBytes, payload, signature, signingInput) = try text.withUTF8 { utf8 in
+        let (headerBytes, payload, signature, signingInputLength) = try text.withUTF8 { utf8 in
             Result { () throws(TokenVerificationError) in try Self.split(utf8, maximumLength: maximumLength) }
         }.get()
         let headerValue: JSONValue
@@ -52,38 +63,50 @@ package struct CompactJWS: Sendable {
         self.header = header
         self.algorithmName = algorithmName
         self.keyID = keyID
+        self.tokenType = header["typ"]?.stringValue
         self.payload = payload
         self.signature = signature
-        self.signingInput = signingInput
+        self.text = text
+        self.signingInputLength = signingInputLength
     }
 
-    /// The three decoded parts and the signing input, from the token's UTF-8 bytes.
+    /// The bytes that were signed: ASCII `base64url(header) "." base64url(payload)`.
+    package var signingInput: [UInt8] { withSigningInput { Array($0) } }
+
+    /// Calls `body` with the signing input, read in place from the token.
+    func withSigningInput<Result>(_ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        var text = text  // a native String: `withUTF8` reads its storage, it copies nothing
+        let length = signingInputLength
+        return text.withUTF8 { body(UnsafeBufferPointer(rebasing: $0[..<length])) }
+    }
+
+    /// The three decoded parts and the signing input's length, from the token's UTF-8 bytes.
     private static func split(
         _ utf8: UnsafeBufferPointer<UInt8>, maximumLength: Int
-    ) throws(TokenVerificationError) -> (header: [UInt8], payload: [UInt8], signature: [UInt8], signingInput: [UInt8]) {
+    ) throws(TokenVerificationError) -> (header: [UInt8], payload: [UInt8], signature: [UInt8], signingInputLength: Int) {
         guard utf8.count <= maximumLength else {
             throw TokenVerificationError(.malformed, "the token is longer than \(maximumLength) bytes")
         }
-        var dots = (first: -1, second: -1)
-        var dotCount = 0
-        for index in utf8.indices where utf8[index] == UInt8(ascii: ".") {
-            dotCount += 1
-            if dotCount == 1 { dots.first = index } else if dotCount == 2 { dots.second = index } else { break }
+        func dot(after start: Int) -> Int? {
+            guard start < utf8.count, let base = utf8.baseAddress, let found = memchr(base + start, Int32(UInt8(ascii: ".")), utf8.count - start) else {
+                return nil
+            }
+            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
         }
-        guard dotCount == 2 else {
+        guard let first = dot(after: 0), let second = dot(after: first + 1), dot(after: second + 1) == nil else {
             let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).count
             throw TokenVerificationError(.malformed, "a compact JWS has exactly three dot-separated parts, this has \(parts)")
         }
-        guard let headerBytes = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[..<dots.first])), !headerBytes.isEmpty else {
+        guard let headerBytes = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[..<first])), !headerBytes.isEmpty else {
             throw TokenVerificationError(.malformed, "the header is not valid base64url")
         }
-        guard let payload = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[(dots.first + 1)..<dots.second])) else {
+        guard let payload = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[(first + 1)..<second])) else {
             throw TokenVerificationError(.malformed, "the payload is not valid base64url")
         }
-        guard let signature = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[(dots.second + 1)...])) else {
+        guard let signature = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: utf8[(second + 1)...])) else {
             throw TokenVerificationError(.malformed, "the signature is not valid base64url")
         }
-        return (headerBytes, payload, signature, Array(utf8[..<dots.second]))
+        return (headerBytes, payload, signature, second)
     }
 
     /// Signs `payload` with `key` and returns the compact serialisation. The header gets `alg`,
@@ -106,10 +129,8 @@ package struct CompactJWS: Sendable {
     /// a later check with another algorithm under the same key is `false`.
     package func hasValidSignature(key: JWK, algorithm: JWSAlgorithm) -> Bool {
         guard key.canVerify(algorithm) else { return false }
-        guard key.key.verify(signature: signature, over: signingInput, algorithm: algorithm) else { return false }
+        guard withSigningInput({ key.key.verify(signature: signature, over: $0, algorithm: algorithm) }) else { return false }
         return key.bind(to: algorithm)
     }
 
-    /// The header's `typ`, when it is a string.
-    package var tokenType: String? { header["typ"]?.stringValue }
 }

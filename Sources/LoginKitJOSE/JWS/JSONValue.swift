@@ -25,8 +25,12 @@ public enum JSONValue: Sendable, Hashable {
 
     /// The number as `Double`, when this is a number.
     public var doubleValue: Double? {
-        if case .number(let text) = self { return Double(text) }
-        return nil
+        guard case .number(let text) = self else { return nil }
+        // An integer (a NumericDate, mostly) converts without `strtod`; the conversion rounds to
+        // nearest as `strtod` does.
+        // (`-0` keeps its sign through `Double(text)`.)
+        if let integer = Int64(text), integer != 0 || text.utf8.first != UInt8(ascii: "-") { return Double(integer) }
+        return Double(text)
     }
 
     /// The number as `Int64`, when this is an integral number in range (`1.0` and `1e3` count).
@@ -134,7 +138,12 @@ struct StrictJSONParser {
     }
 
     private mutating func skipWhitespace() {
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
     }
 
     private mutating func parseValue(depth: Int) throws(JSONParseError) -> JSONValue {
@@ -154,7 +163,7 @@ struct StrictJSONParser {
     private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
         let count = literal.utf8CodeUnitCount
         guard index + count <= bytes.count else { throw fail("unexpected end of input") }
-        let matches = literal.withUTF8Buffer { Array($0) == Array(bytes[index..<index + count]) }
+        let matches = literal.withUTF8Buffer { expected in bytes[index..<index + count].elementsEqual(expected) }
         guard matches else { throw fail("invalid literal") }
         index += count
     }
@@ -162,12 +171,14 @@ struct StrictJSONParser {
     private mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
         guard depth <= maximumDepth else { throw fail("nesting deeper than \(maximumDepth)") }
         index += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object([:])
         }
+        // Room for a JOSE header's or an ID token's members without growing (each growth rehashes
+        // every key); a larger object grows as usual.
+        var members = [String: JSONValue](minimumCapacity: 12)
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
@@ -240,29 +251,44 @@ struct StrictJSONParser {
 
     private mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
-        // Most strings have no escapes: one validated String straight from the bytes.
+        // Most strings have no escapes and are ASCII: one String straight from the bytes, with no
+        // UTF-8 validation to run (every ASCII byte string is valid UTF-8).
         var scan = index
+        var highBits: UInt8 = 0
         while scan < bytes.count {
             let byte = bytes[scan]
             if byte == UInt8(ascii: "\"") {
                 let start = index
-                let text = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[start..<scan]), as: UTF8.self) }
+                let text = bytes.withUnsafeBufferPointer { buffer -> String? in
+                    let run = UnsafeBufferPointer(rebasing: buffer[start..<scan])
+                    return highBits & 0x80 == 0 ? String(decoding: run, as: UTF8.self) : String(validating: run, as: UTF8.self)
+                }
                 guard let text else { throw JSONParseError(offset: start, reason: "invalid UTF-8") }
                 index = scan + 1
                 return text
             }
             if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            highBits |= byte
             scan += 1
         }
-        var scalars = String.UnicodeScalarView()
+        return try parseEscapedString()
+    }
+
+    /// A string with escapes (many encoders write `/` as `\/`): its UTF-8 gathered in one buffer —
+    /// raw runs as they are (each non-ASCII run validated where it stands, so an error names its
+    /// offset), escapes encoded — and made a String once.
+    private mutating func parseEscapedString() throws(JSONParseError) -> String {
+        var utf8: [UInt8] = []
+        utf8.reserveCapacity(32)
         var runStart = index
+        var runHighBits: UInt8 = 0
         func flushRun(_ parser: StrictJSONParser, upTo end: Int) throws(JSONParseError) {
             guard runStart < end else { return }
             let run = parser.bytes[runStart..<end]
-            guard let text = String(validating: run, as: UTF8.self) else {
+            if runHighBits & 0x80 != 0, String(validating: run, as: UTF8.self) == nil {
                 throw JSONParseError(offset: runStart, reason: "invalid UTF-8")
             }
-            scalars.append(contentsOf: text.unicodeScalars)
+            utf8.append(contentsOf: run)
         }
         while true {
             guard index < bytes.count else { throw fail("unterminated string") }
@@ -270,7 +296,9 @@ struct StrictJSONParser {
             if byte == UInt8(ascii: "\"") {
                 try flushRun(self, upTo: index)
                 index += 1
-                return String(scalars)
+                // Valid: the runs were validated, and an escape encodes whole scalars (never a
+                // continuation byte that could complete a run's truncated sequence).
+                return String(decoding: utf8, as: UTF8.self)
             }
             if byte < 0x20 { throw fail("control character in string") }
             if byte == UInt8(ascii: "\\") {
@@ -280,20 +308,20 @@ struct StrictJSONParser {
                 let escape = bytes[index]
                 index += 1
                 switch escape {
-                case UInt8(ascii: "\""): scalars.append("\"")
-                case UInt8(ascii: "\\"): scalars.append("\\")
-                case UInt8(ascii: "/"): scalars.append("/")
-                case UInt8(ascii: "b"): scalars.append("\u{08}")
-                case UInt8(ascii: "f"): scalars.append("\u{0C}")
-                case UInt8(ascii: "n"): scalars.append("\n")
-                case UInt8(ascii: "r"): scalars.append("\r")
-                case UInt8(ascii: "t"): scalars.append("\t")
-                case UInt8(ascii: "u"): scalars.append(try parseUnicodeEscape())
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(escape)
+                case UInt8(ascii: "b"): utf8.append(0x08)
+                case UInt8(ascii: "f"): utf8.append(0x0C)
+                case UInt8(ascii: "n"): utf8.append(0x0A)
+                case UInt8(ascii: "r"): utf8.append(0x0D)
+                case UInt8(ascii: "t"): utf8.append(0x09)
+                case UInt8(ascii: "u"): utf8.append(contentsOf: try parseUnicodeEscape().utf8)
                 default: throw fail("invalid escape")
                 }
                 runStart = index
+                runHighBits = 0
                 continue
             }
+            runHighBits |= byte
             index += 1
         }
     }

@@ -122,18 +122,19 @@ public struct IDTokenVerifier: Sendable {
     }
 
     /// The `typ` values of JWT access tokens (RFC 9068 §2.1), lowercased.
-    private static let accessTokenTypes: Set<String> = ["at+jwt", "application/at+jwt"]
+    private static let accessTokenTypes = ["at+jwt", "application/at+jwt"]
 
     private func allowedAlgorithm(_ name: String) throws(TokenVerificationError) -> JWSAlgorithm {
-        if name.lowercased() == "none" {
-            throw TokenVerificationError(.algorithmNotAllowed, "unsigned tokens (alg \"none\") are never accepted")
-        }
-        if name.uppercased().hasPrefix("HS") {
-            throw TokenVerificationError(
-                .algorithmNotAllowed, "HMAC (\(printableExcerpt(name))) is refused: the issuer's keys are public keys"
-            )
-        }
         guard let algorithm = JWSAlgorithm(rawValue: name) else {
+            // No supported algorithm is `none` or an HMAC: these only name why the token is refused.
+            if name.lowercased() == "none" {
+                throw TokenVerificationError(.algorithmNotAllowed, "unsigned tokens (alg \"none\") are never accepted")
+            }
+            if name.uppercased().hasPrefix("HS") {
+                throw TokenVerificationError(
+                    .algorithmNotAllowed, "HMAC (\(printableExcerpt(name))) is refused: the issuer's keys are public keys"
+                )
+            }
             throw TokenVerificationError(.algorithmNotAllowed, "unsupported algorithm \"\(printableExcerpt(name))\"")
         }
         guard configuration.allowedAlgorithms.contains(algorithm) else {

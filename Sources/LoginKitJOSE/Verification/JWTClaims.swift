@@ -33,27 +33,44 @@ public struct JWTClaims: Sendable {
             throw TokenVerificationError(.malformed, "the claims are not valid JSON: \(error)", underlying: error)
         }
         guard let claims = value.objectValue else { throw TokenVerificationError(.malformed, "the claims are not a JSON object") }
-        func string(_ name: String) throws(TokenVerificationError) -> String? {
-            guard let claim = claims[name] else { return nil }
+        // The registered claims, in one pass over the members (no hashing per name).
+        var registered = RegisteredClaims()
+        for (name, claim) in claims where name.utf8.count <= 5 {
+            switch name {
+            case "iss": registered.iss = claim
+            case "sub": registered.sub = claim
+            case "aud": registered.aud = claim
+            case "exp": registered.exp = claim
+            case "nbf": registered.nbf = claim
+            case "iat": registered.iat = claim
+            case "azp": registered.azp = claim
+            case "nonce": registered.nonce = claim
+            default: break
+            }
+        }
+        // Checked in a fixed order, so that the first wrong claim named does not depend on the
+        // dictionary's order.
+        func string(_ claim: JSONValue?, _ name: String) throws(TokenVerificationError) -> String? {
+            guard let claim else { return nil }
             guard let text = claim.stringValue else { throw TokenVerificationError(.malformed, "the \"\(name)\" claim is not a string") }
             return text
         }
-        func date(_ name: String) throws(TokenVerificationError) -> Double? {
-            guard let claim = claims[name] else { return nil }
+        func date(_ claim: JSONValue?, _ name: String) throws(TokenVerificationError) -> Double? {
+            guard let claim else { return nil }
             guard let seconds = claim.doubleValue, seconds.isFinite else {
                 throw TokenVerificationError(.malformed, "the \"\(name)\" claim is not a number")
             }
             return seconds
         }
         self.all = claims
-        self.issuer = try string("iss")
-        self.subject = try string("sub")
-        self.nonce = try string("nonce")
-        self.authorizedParty = try string("azp")
-        self.expiresAt = try date("exp")
-        self.notBefore = try date("nbf")
-        self.issuedAt = try date("iat")
-        switch claims["aud"] {
+        self.issuer = try string(registered.iss, "iss")
+        self.subject = try string(registered.sub, "sub")
+        self.nonce = try string(registered.nonce, "nonce")
+        self.authorizedParty = try string(registered.azp, "azp")
+        self.expiresAt = try date(registered.exp, "exp")
+        self.notBefore = try date(registered.nbf, "nbf")
+        self.issuedAt = try date(registered.iat, "iat")
+        switch registered.aud {
         case nil: self.audience = []
         case .string(let single)?: self.audience = [single]
         case .array(let values)?:
@@ -72,6 +89,11 @@ public struct JWTClaims: Sendable {
 
     /// The claim named `name`.
     public subscript(name: String) -> JSONValue? { all[name] }
+
+    /// The registered claims' values as found, before their types are checked.
+    private struct RegisteredClaims {
+        var iss, sub, aud, exp, nbf, iat, azp, nonce: JSONValue?
+    }
 }
 
 /// A JWT whose signature and claims have been verified.
