@@ -32,21 +32,22 @@ final class CurlLoop {
         driver.thread.withLock { $0 = pthread_self() }
         // Named for `top -H`, `perf` and debuggers (it would otherwise carry its creator's name).
         loginkit_name_current_thread("loginkit-curl")
+        // The queues are taken by swapping them with these (emptied, capacity kept): copying a
+        // queue out and emptying it in place allocated a new buffer for each, on every pass.
+        var jobs: [UnownedJob] = []
+        var commands: [DriverCommand] = []
         while true {
             // Tasks that prefer this thread as their executor (see `CurlDriver`) run first: what
             // they send is queued as a command and started just below, in the same pass, without a
             // wake-up and without an extra `curl_multi_perform`.
-            let jobs = driver.state.withLock { state in
-                let taken = state.jobs
-                state.jobs.removeAll(keepingCapacity: true)
-                return taken
-            }
+            driver.state.withLock { state in swap(&state.jobs, &jobs) }
             for job in jobs { job.runSynchronously(on: executor) }
-            let (commands, shutdownRequested) = driver.state.withLock { state in
-                let taken = state.commands
-                state.commands.removeAll(keepingCapacity: true)
-                return (taken, state.shutdownRequested)
+            jobs.removeAll(keepingCapacity: true)
+            let shutdownRequested = driver.state.withLock { state in
+                swap(&state.commands, &commands)
+                return state.shutdownRequested
             }
+            defer { commands.removeAll(keepingCapacity: true) }
             for command in commands {
                 switch command {
                 case .add(let submission):

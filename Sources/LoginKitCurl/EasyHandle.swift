@@ -1,4 +1,5 @@
 internal import CCurl
+import HTTPTypes
 
 /// Owns one `CURL` easy handle and its error buffer; recycled between transfers on the driver
 /// thread. Never leaves that thread.
@@ -13,6 +14,13 @@ final class EasyHandle {
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// The proxy choice last set on this handle (`true`: loopback, no proxy); `nil` before the first.
     var bypassesProxy: Bool?
+    /// The header lines last built for a request on this handle, and the request's fields and body
+    /// choice they were built from: the next request with the same ones reuses them (`Transfer`).
+    /// Owned by the handle: freed when replaced and in `deinit`, after libcurl's pointer to it was
+    /// replaced or the handle cleaned up.
+    private(set) var headerList: UnsafeMutablePointer<curl_slist>?
+    private(set) var headerListFields: HTTPFields?
+    private(set) var headerListSendsBody = false
 
     init?() {
         guard let raw = curl_easy_init() else { return nil }
@@ -40,11 +48,23 @@ final class EasyHandle {
         options.pointer(CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorBuffer))
         options.callback(CURLOPT_WRITEFUNCTION, transferWriteCallback)
         options.callback(CURLOPT_HEADERFUNCTION, transferHeaderCallback)
+        // Sent unless the request has a User-Agent field of its own (libcurl then sends that one).
+        options.string(CURLOPT_USERAGENT, configuration.userAgent)
         return options.failed
     }
 
-    /// Drops what pointed into the finished transfer (its header list, freed next, and the
-    /// `Transfer` the callbacks reach), so that no stale pointer stays on a spare handle.
+    /// Keeps `list`, built from `fields`, for the transfer about to use it and the next ones with the
+    /// same fields; frees the list it replaces (no transfer uses it any more: a handle serves one
+    /// transfer at a time, and the caller sets the new list on the handle before it runs).
+    func keepHeaderList(_ list: UnsafeMutablePointer<curl_slist>?, fields: HTTPFields, sendsBody: Bool) {
+        if let headerList, headerList != list { curl_slist_free_all(headerList) }
+        headerList = list
+        headerListFields = fields
+        headerListSendsBody = sendsBody
+    }
+
+    /// Drops what pointed into the finished transfer (the `Transfer` the callbacks reach; the header
+    /// list stays with the handle), so that no stale pointer stays on a spare handle.
     func detachFromTransfer() {
         var options = OptionSetter(raw: raw)  // setting NULL cannot be refused
         options.list(CURLOPT_HTTPHEADER, nil)
@@ -55,6 +75,7 @@ final class EasyHandle {
 
     deinit {
         curl_easy_cleanup(raw)
+        if let headerList { curl_slist_free_all(headerList) }
         errorBuffer.deallocate()
     }
 }

@@ -22,17 +22,25 @@ final class Transfer {
     let continuation: Completion
     private let submission: Submission
     private let configuration: CurlHTTPClient.Configuration
-    private var headerList: UnsafeMutablePointer<curl_slist>?
     private(set) var body = Data()
-    /// The response's fields so far, made into `HTTPFields` once, when the transfer is done.
-    private var headerFields: [HTTPField] = []
+    /// The response's fields so far (room for a usual response's without growing).
+    private var headerFields: HTTPFields
     private var exceededCap = false
+    /// The response had more than ``maximumHeaderFields`` fields: the transfer was stopped.
+    private var exceededHeaderFields = false
+
+    /// The most fields a response may have. `HTTPFields` traps at 65,535, and libcurl lets a
+    /// response's head reach 300 KB: four-byte lines (`a:` CR LF) would pass the trap. No real
+    /// response comes near this.
+    static let maximumHeaderFields = 1_000
 
     init(submission: Submission, handle: EasyHandle, configuration: CurlHTTPClient.Configuration) {
         self.submission = submission
         self.handle = handle
         self.continuation = submission.continuation
         self.configuration = configuration
+        headerFields = HTTPFields()
+        headerFields.reserveCapacity(16)
     }
 
     /// Sets this request's options on a handle that holds the client's (`EasyHandle`); returns the
@@ -47,8 +55,7 @@ final class Transfer {
         handle.bypassesProxy = nil  // unknown until every option below is in
         if proxyChoice != submission.bypassesProxy { configureProxy(&options) }
         configureMethodAndBody(&options)
-        configureHeaders()
-        options.list(CURLOPT_HTTPHEADER, headerList)
+        options.list(CURLOPT_HTTPHEADER, headerList())
 
         let context = Unmanaged.passUnretained(self).toOpaque()
         options.pointer(CURLOPT_WRITEDATA, context)
@@ -111,23 +118,32 @@ final class Transfer {
         submission.body != nil || (submission.request.method != .get && submission.request.method != .head)
     }
 
-    private func configureHeaders() {
-        var hasContentType = false
-        var hasUserAgent = false
-        for field in submission.request.headerFields {
-            if field.name == .contentType { hasContentType = true }
-            if field.name == .userAgent { hasUserAgent = true }
-            // Header values were validated by HTTPTypes (no CR/LF), so a line cannot be smuggled.
-            appendHeader(field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)")
+    /// The request's header lines, built on the handle, which keeps them for the next request with
+    /// the same fields (a token endpoint's requests carry the same ones each time). The client's
+    /// `User-Agent` is a handle option (`EasyHandle`); a request's own replaces it.
+    private func headerList() -> UnsafeMutablePointer<curl_slist>? {
+        let fields = submission.request.headerFields
+        let sendsBody = sendsBody
+        if let built = handle.headerList, handle.headerListSendsBody == sendsBody,
+            let builtFrom = handle.headerListFields, builtFrom.elementsEqual(fields)
+        {
+            return built
         }
-        appendHeader("Expect:")  // no 100-continue round trip for larger bodies
+        var list: UnsafeMutablePointer<curl_slist>?
+        func append(_ line: String) {
+            list = line.withCString { curl_slist_append(list, $0) } ?? list
+        }
+        var hasContentType = false
+        for field in fields {
+            if field.name == .contentType { hasContentType = true }
+            // Header values were validated by HTTPTypes (no CR/LF), so a line cannot be smuggled.
+            append(field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)")
+        }
+        append("Expect:")  // no 100-continue round trip for larger bodies
         // No form default: libcurl would label any body it sends (an empty one for a DELETE too).
-        if !hasContentType && sendsBody { appendHeader("Content-Type:") }
-        if !hasUserAgent { appendHeader("User-Agent: \(configuration.userAgent)") }
-    }
-
-    private func appendHeader(_ line: String) {
-        headerList = line.withCString { curl_slist_append(headerList, $0) } ?? headerList
+        if !hasContentType && sendsBody { append("Content-Type:") }
+        handle.keepHeaderList(list, fields: fields, sendsBody: sendsBody)
+        return list
     }
 
     // MARK: Receiving
@@ -144,26 +160,39 @@ final class Transfer {
 
     /// One response header line as libcurl delivers it, CRLF included. Split on its bytes: the
     /// name ends at the first `:`, the value starts after any spaces and tabs that follow it.
-    func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
+    /// Returns `false` (stop the transfer) when the response has too many fields.
+    func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var end = bytes.count
         while end > 0, bytes[end - 1] == UInt8(ascii: "\r") || bytes[end - 1] == UInt8(ascii: "\n") { end -= 1 }
         let line = UnsafeRawBufferPointer(rebasing: bytes[..<end])
         if line.starts(with: Self.statusLinePrefix) {
             headerFields.removeAll(keepingCapacity: true)  // a new response (1xx interim, or a proxy's) starts over
-            return
+            return true
         }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")),
             let name = HTTPField.Name(String(decoding: line[..<colon], as: UTF8.self))
-        else { return }
+        else { return true }
+        guard headerFields.count < Self.maximumHeaderFields else {
+            exceededHeaderFields = true
+            return false
+        }
         var valueStart = colon + 1
         while valueStart < end, line[valueStart] == UInt8(ascii: " ") || line[valueStart] == UInt8(ascii: "\t") { valueStart += 1 }
         headerFields.append(HTTPField(name: name, value: String(decoding: line[valueStart...], as: UTF8.self)))
+        return true
     }
 
     private static let statusLinePrefix: [UInt8] = Array("HTTP/".utf8)
 
     /// What the caller gets, once libcurl reported the transfer done with `code`.
     func result(code: CURLcode) -> Result<(HTTPResponse, Data), any Error> {
+        if exceededHeaderFields {
+            return .failure(NetworkError(
+                .responseTooLarge,
+                "the response has more than \(Self.maximumHeaderFields) header fields; the transfer was stopped",
+                transportCode: Int(code.rawValue)
+            ))
+        }
         if exceededCap || code == CURLE_FILESIZE_EXCEEDED {
             return .failure(NetworkError(
                 .responseTooLarge,
@@ -179,17 +208,14 @@ final class Transfer {
         guard (100...999).contains(status) else {
             return .failure(NetworkError(.other, "the server sent no valid HTTP status line", transportCode: Int(code.rawValue)))
         }
-        return .success((HTTPResponse(status: .init(code: status), headerFields: HTTPFields(headerFields)), body))
+        return .success((HTTPResponse(status: .init(code: status), headerFields: headerFields), body))
     }
 
-    /// Frees the header list; the easy handle goes back to the loop.
+    /// Lets go of what the transfer received; the easy handle (which keeps the header list) goes
+    /// back to the loop.
     func releaseResources() {
-        if let headerList { curl_slist_free_all(headerList) }
-        headerList = nil
-    }
-
-    deinit {
-        releaseResources()
+        body = Data()
+        headerFields = HTTPFields()
     }
 
     // MARK: Errors
@@ -259,6 +285,5 @@ let transferHeaderCallback: loginkit_curl_data_callback = { buffer, size, count,
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
     guard length > 0, let buffer else { return length }
-    transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: length))
-    return length
+    return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
 }

@@ -25,6 +25,8 @@ struct TestRoutes {
     let monitor: DevServerMonitor
     /// The largest body `/test/bytes/N` serves: 256 MiB.
     static let maximumBytes = 256 * 1024 * 1024
+    /// The most fields `/test/headers/N` sends (`HTTPFields` holds fewer than 65,535).
+    static let maximumHeaderFields = 20_000
 
     func register(on router: Router<DevRequestContext>) {
         let group = router.group("test")
@@ -55,6 +57,21 @@ struct TestRoutes {
             let chunked = request.uri.queryParameters["chunked"] == "1"
             let body = ResponseBody.filled(with: UInt8(ascii: "x"), count: count, declaringLength: !chunked)
             return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
+        }
+
+        // A response with `count` header fields (`X-Field-1: 1` …): the client's cap on fields.
+        group.get("headers/:count") { _, context -> Response in
+            let count = try context.parameters.require("count", as: Int.self)
+            guard (0...Self.maximumHeaderFields).contains(count) else {
+                throw HTTPError(.badRequest, message: "count must be 0...\(Self.maximumHeaderFields)")
+            }
+            var headers = HTTPFields()
+            headers.reserveCapacity(count + 1)
+            headers[.contentType] = "text/plain"
+            for index in 0..<count {
+                if let name = HTTPField.Name("X-Field-\(index)") { headers.append(HTTPField(name: name, value: "\(index)")) }
+            }
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: "\(count) fields\n")))
         }
 
         for method in [HTTPRequest.Method.get, .post] {

@@ -83,14 +83,18 @@ package struct URLParts: Sendable, Hashable {
     /// which must not get the plain-http and no-proxy treatment loopback gets.
     package var isLoopback: Bool {
         if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
-        var octets: [Int] = []
+        // Four decimal octets, each 0...255 without a leading zero, the first 127: read in one pass
+        // with no array (this runs for every request).
+        var firstOctet = -1
+        var dots = 0
         var value = 0
         var digits = 0
         for byte in host.utf8 {
             if digits == 1 && value == 0 && byte != UInt8(ascii: ".") { return false }  // a leading zero
             if byte == UInt8(ascii: ".") {
-                guard digits > 0, octets.count < 3 else { return false }
-                octets.append(value)
+                guard digits > 0, dots < 3, value <= 255 else { return false }
+                if dots == 0 { firstOctet = value }
+                dots += 1
                 value = 0
                 digits = 0
             } else {
@@ -99,8 +103,7 @@ package struct URLParts: Sendable, Hashable {
                 digits += 1
             }
         }
-        guard digits > 0, value <= 255, octets.count == 3, octets[0] == 127 else { return false }
-        return octets.allSatisfy { $0 <= 255 }
+        return digits > 0 && value <= 255 && dots == 3 && firstOctet == 127
     }
 
     private static let schemeSeparator: [UInt8] = Array("://".utf8)

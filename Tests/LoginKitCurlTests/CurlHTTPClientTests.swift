@@ -161,6 +161,55 @@ struct CurlHTTPClientTests {
         }
     }
 
+    /// Requests whose fields differ only in a value each send their own: a handle reuses the header
+    /// lines it built only for the very same fields.
+    @Test func aReusedHandleSendsEachRequestsOwnFieldValues() async throws {
+        let attempt = try #require(HTTPField.Name("X-Attempt"))
+        try await withServerAndClient { server, client in
+            for value in ["1", "1", "2", "2", "1"] {
+                let (_, data) = try await client.send(
+                    .post, server.url("/test/echo"), headers: [attempt: value, .contentType: "application/json"], body: Data("{}".utf8))
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(echo.headers["x-attempt"] == value)
+                #expect(echo.headers["content-type"] == "application/json")
+            }
+        }
+    }
+
+    /// The client's User-Agent goes with every request that has none of its own; a request's own
+    /// replaces it (one User-Agent, never two), and the next request has the client's again.
+    @Test func aRequestsOwnUserAgentReplacesTheClients() async throws {
+        var configuration = CurlHTTPClient.Configuration()
+        configuration.userAgent = "loginkit-test/2.0"
+        try await withServerAndClient(configuration: configuration) { server, client in
+            for own in [nil, "custom/1", nil, "custom/2"] as [String?] {
+                var headers: HTTPFields = [:]
+                headers[.userAgent] = own
+                let (_, data) = try await client.send(.get, server.url("/test/echo"), headers: headers)
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(echo.headers["user-agent"] == own ?? "loginkit-test/2.0")
+            }
+        }
+    }
+
+    /// A response with more header fields than the client keeps (`HTTPFields` traps at 65,535, and
+    /// libcurl lets a response's head reach 300 KB) stops the transfer with a typed error; one under
+    /// the limit arrives whole, and the client keeps working.
+    @Test func tooManyHeaderFieldsGiveATypedError() async throws {
+        try await withServerAndClient { server, client in
+            let (response, _) = try await client.send(.get, server.url("/test/headers/990"))
+            #expect(response.status == .ok)
+            #expect(response.headerFields[HTTPField.Name("X-Field-989")!] == "989")
+            for count in [1_500, 20_000] {
+                let error = await thrown { try await client.send(.get, server.url("/test/headers/\(count)")) }
+                #expect((error as? NetworkError)?.code == .responseTooLarge, "\(count) fields")
+                #expect((error as? NetworkError)?.message.contains("header fields") == true)
+            }
+            let (after, _) = try await client.send(.get, server.url("/test/status/200"))
+            #expect(after.status == .ok)
+        }
+    }
+
     @Test func aBodyWithoutContentTypeIsNotSentAsAForm() async throws {
         try await withServerAndClient { server, client in
             let (_, data) = try await client.send(.post, server.url("/test/echo"), body: Data("raw".utf8))
