@@ -52,9 +52,12 @@ demo: deps
 test: test-deps
 	scripts/check-doc-snippets.sh
 	$(SWIFT) build --build-tests
-	# A hang must fail the run, not eat CI's 90 minutes: the suite takes about a minute.
-	LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 LOGINKIT_REQUIRE_OIDC_PROVIDER=1 LOGINKIT_REQUIRE_KEYRING=1 timeout --kill-after=30 1200 \
-		scripts/with-postgres.sh scripts/with-moto.sh scripts/with-oidc-provider.sh $(SWIFT) test --skip-build
+	# A hang must fail the run, not eat CI's 90 minutes: the suite takes about a minute. The output
+	# is line-buffered (stdbuf), so that a run ended by the time limit shows every test that ended,
+	# and a failed run lists the tests that started and never ended (scripts/unfinished-tests.py).
+	set -o pipefail; LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 LOGINKIT_REQUIRE_OIDC_PROVIDER=1 LOGINKIT_REQUIRE_KEYRING=1 timeout --kill-after=30 1200 \
+		stdbuf -oL -eL scripts/with-postgres.sh scripts/with-moto.sh scripts/with-oidc-provider.sh $(SWIFT) test --skip-build 2>&1 \
+		| tee .build/test-output.log || { python3 scripts/unfinished-tests.py .build/test-output.log; exit 1; }
 	SWIFT=$(SWIFT) scripts/docs.sh
 	# The public API still matches docs/api.md (names; the signature comparison with the release
 	# tag builds the tag from scratch, so it runs in `make check-api` and CI, not here).
