@@ -165,6 +165,7 @@ final class CurlLoop {
     private func failAllAndStop(executor: UnownedTaskExecutor) {
         for (id, transfer) in transfers {
             detach(id: id, transfer: transfer)
+            transfer.handle.detachFromTransfer()  // libcurl lets go of the header lines first
             transfer.releaseResources()
             transfer.continuation.resume(throwing: Self.shutdownError)
         }

@@ -48,15 +48,13 @@ final class EasyHandle {
         options.pointer(CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorBuffer))
         options.callback(CURLOPT_WRITEFUNCTION, transferWriteCallback)
         options.callback(CURLOPT_HEADERFUNCTION, transferHeaderCallback)
-        // Sent unless the request has a User-Agent field of its own (libcurl then sends that one).
-        options.string(CURLOPT_USERAGENT, configuration.userAgent)
         return options.failed
     }
 
     /// Keeps `list`, built from `fields`, for the transfer about to use it and the next ones with the
-    /// same fields; frees the list it replaces (no transfer uses it any more: a handle serves one
-    /// transfer at a time, and the caller sets the new list on the handle before it runs).
-    func keepHeaderList(_ list: UnsafeMutablePointer<curl_slist>?, fields: HTTPFields, sendsBody: Bool) {
+    /// same fields (`nil`: keeps nothing); frees the list it replaces (no transfer uses it any more:
+    /// a handle serves one transfer at a time, and the caller sets the new list before it runs).
+    func keepHeaderList(_ list: UnsafeMutablePointer<curl_slist>?, fields: HTTPFields?, sendsBody: Bool) {
         if let headerList, headerList != list { curl_slist_free_all(headerList) }
         headerList = list
         headerListFields = fields

@@ -28,6 +28,8 @@ final class Transfer {
     private var exceededCap = false
     /// The response had more than ``maximumHeaderFields`` fields: the transfer was stopped.
     private var exceededHeaderFields = false
+    /// Header lines that may hold a secret, built for this transfer alone (`headerList()`).
+    private var ownedHeaderList: UnsafeMutablePointer<curl_slist>?
 
     /// The most fields a response may have. `HTTPFields` traps at 65,535, and libcurl lets a
     /// response's head reach 300 KB: four-byte lines (`a:` CR LF) would pass the trap. No real
@@ -118,14 +120,15 @@ final class Transfer {
         submission.body != nil || (submission.request.method != .get && submission.request.method != .head)
     }
 
-    /// The request's header lines, built on the handle, which keeps them for the next request with
-    /// the same fields (a token endpoint's requests carry the same ones each time). The client's
-    /// `User-Agent` is a handle option (`EasyHandle`); a request's own replaces it.
+    /// The request's header lines. The handle keeps them for the next request with the same fields,
+    /// byte for byte (a token endpoint's requests carry the same ones each time), unless a field may
+    /// hold a secret (`Authorization`, `Proxy-Authorization`, `Cookie`, `DPoP`): such lines belong to
+    /// this transfer and are freed when it ends.
     private func headerList() -> UnsafeMutablePointer<curl_slist>? {
         let fields = submission.request.headerFields
         let sendsBody = sendsBody
         if let built = handle.headerList, handle.headerListSendsBody == sendsBody,
-            let builtFrom = handle.headerListFields, builtFrom.elementsEqual(fields)
+            let builtFrom = handle.headerListFields, Self.sameBytes(builtFrom, fields)
         {
             return built
         }
@@ -134,16 +137,40 @@ final class Transfer {
             list = line.withCString { curl_slist_append(list, $0) } ?? list
         }
         var hasContentType = false
+        var hasUserAgent = false
+        var holdsSecret = false
         for field in fields {
             if field.name == .contentType { hasContentType = true }
+            if field.name == .userAgent { hasUserAgent = true }
+            if Self.mayHoldSecret(field.name) { holdsSecret = true }
             // Header values were validated by HTTPTypes (no CR/LF), so a line cannot be smuggled.
             append(field.value.isEmpty ? "\(field.name.rawName);" : "\(field.name.rawName): \(field.value)")
         }
         append("Expect:")  // no 100-continue round trip for larger bodies
         // No form default: libcurl would label any body it sends (an empty one for a DELETE too).
         if !hasContentType && sendsBody { append("Content-Type:") }
-        handle.keepHeaderList(list, fields: fields, sendsBody: sendsBody)
+        // A header line, not CURLOPT_USERAGENT: that option would also go to a proxy in its CONNECT.
+        if !hasUserAgent { append("User-Agent: \(configuration.userAgent)") }
+        if holdsSecret {
+            handle.keepHeaderList(nil, fields: nil, sendsBody: false)  // and free what it kept
+            ownedHeaderList = list
+        } else {
+            handle.keepHeaderList(list, fields: fields, sendsBody: sendsBody)
+        }
         return list
+    }
+
+    /// Whether `a` and `b` are the same fields in the same order, names and values byte for byte
+    /// (`HTTPField`'s `==` compares names without case and values as Unicode-equivalent strings).
+    static func sameBytes(_ a: HTTPFields, _ b: HTTPFields) -> Bool {
+        a.elementsEqual(b) { x, y in
+            x.name.rawName.utf8.elementsEqual(y.name.rawName.utf8) && x.value.utf8.elementsEqual(y.value.utf8)
+        }
+    }
+
+    /// Fields whose value may be a secret: never kept on a handle past their transfer.
+    static func mayHoldSecret(_ name: HTTPField.Name) -> Bool {
+        name == .authorization || name == .proxyAuthorization || name == .cookie || name.canonicalName == "dpop"
     }
 
     // MARK: Receiving
@@ -211,11 +238,17 @@ final class Transfer {
         return .success((HTTPResponse(status: .init(code: status), headerFields: headerFields), body))
     }
 
-    /// Lets go of what the transfer received; the easy handle (which keeps the header list) goes
-    /// back to the loop.
+    /// Frees the header lines this transfer owned (called once libcurl no longer points at them:
+    /// the handle was detached, or is being dropped) and lets go of what it received.
     func releaseResources() {
+        if let ownedHeaderList { curl_slist_free_all(ownedHeaderList) }
+        ownedHeaderList = nil
         body = Data()
         headerFields = HTTPFields()
+    }
+
+    deinit {
+        if let ownedHeaderList { curl_slist_free_all(ownedHeaderList) }
     }
 
     // MARK: Errors

@@ -176,13 +176,52 @@ struct CurlHTTPClientTests {
         }
     }
 
+    /// The header lines kept on a handle are reused only for fields equal byte for byte: a value
+    /// that is the same text in another Unicode form, or a name in other letter case, is sent as the
+    /// caller wrote it (`HTTPField`'s `==` would call them equal).
+    @Test func reusedHeaderLinesAreTheCallersBytes() async throws {
+        let name = try #require(HTTPField.Name("X-Name"))
+        let lowercase = try #require(HTTPField.Name("x-name"))
+        try await withServerAndClient { server, client in
+            for (field, value) in [(name, "caf\u{E9}"), (name, "cafe\u{301}"), (name, "caf\u{E9}"), (lowercase, "caf\u{E9}")] {
+                let (_, data) = try await client.send(.get, server.url("/test/echo"), headers: [field: value])
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(echo.headers["x-name"].map { Array($0.utf8) } == Array(value.utf8))
+            }
+        }
+    }
+
+    /// Fields that may hold a secret are never kept on a handle; requests with and without them, in
+    /// turn, each send exactly their own.
+    @Test func requestsWithAndWithoutCredentialsSendTheirOwnFields() async throws {
+        try await withServerAndClient { server, client in
+            for credential in ["Basic YTpi", nil, "Basic YzpkZA", "Basic YzpkZA", nil] as [String?] {
+                var headers: HTTPFields = [.accept: "application/json"]
+                headers[.authorization] = credential
+                let (_, data) = try await client.send(.post, server.url("/test/echo"), headers: headers, body: Data("{}".utf8))
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(echo.headers["authorization"] == credential)
+                #expect(echo.headers["accept"] == "application/json")
+                #expect(echo.headers["content-type"] == nil)  // no form default for the body
+            }
+            for method in [HTTPRequest.Method.get, .delete, .post, .get] {
+                let (_, data) = try await client.send(method, server.url("/test/echo"), headers: [.accept: "text/plain"])
+                let echo = try JSONDecoder().decode(EchoReply.self, from: data)
+                #expect(echo.method == method.rawValue)
+                #expect(echo.headers["content-type"] == nil, "\(method)")
+                #expect(echo.headers["accept"] == "text/plain")
+            }
+        }
+    }
+
     /// The client's User-Agent goes with every request that has none of its own; a request's own
-    /// replaces it (one User-Agent, never two), and the next request has the client's again.
+    /// replaces it (one User-Agent, never two; an empty one too), and the next request has the
+    /// client's again.
     @Test func aRequestsOwnUserAgentReplacesTheClients() async throws {
         var configuration = CurlHTTPClient.Configuration()
         configuration.userAgent = "loginkit-test/2.0"
         try await withServerAndClient(configuration: configuration) { server, client in
-            for own in [nil, "custom/1", nil, "custom/2"] as [String?] {
+            for own in [nil, "custom/1", nil, "custom/2", "", nil] as [String?] {
                 var headers: HTTPFields = [:]
                 headers[.userAgent] = own
                 let (_, data) = try await client.send(.get, server.url("/test/echo"), headers: headers)
@@ -197,10 +236,15 @@ struct CurlHTTPClientTests {
     /// the limit arrives whole, and the client keeps working.
     @Test func tooManyHeaderFieldsGiveATypedError() async throws {
         try await withServerAndClient { server, client in
-            let (response, _) = try await client.send(.get, server.url("/test/headers/990"))
+            // The fields the server adds to its own (Content-Type, Content-Length, …), then the
+            // limit exactly: 1,000 fields arrive, 1,001 stop the transfer.
+            let (bare, _) = try await client.send(.get, server.url("/test/headers/0"))
+            let own = bare.headerFields.count
+            let (response, _) = try await client.send(.get, server.url("/test/headers/\(1_000 - own)"))
             #expect(response.status == .ok)
-            #expect(response.headerFields[HTTPField.Name("X-Field-989")!] == "989")
-            for count in [1_500, 20_000] {
+            #expect(response.headerFields.count == 1_000)
+            #expect(response.headerFields[HTTPField.Name("X-Field-\(999 - own)")!] == "\(999 - own)")
+            for count in [1_001 - own, 1_500, 20_000] {
                 let error = await thrown { try await client.send(.get, server.url("/test/headers/\(count)")) }
                 #expect((error as? NetworkError)?.code == .responseTooLarge, "\(count) fields")
                 #expect((error as? NetworkError)?.message.contains("header fields") == true)
