@@ -42,6 +42,21 @@ def scaled(count):
     return max(100, int(count * SCALE))
 
 
+# Sequential HTTP is a ping-pong with nginx: each request wakes the server and each response wakes
+# the client. On this VM a wake-up across cores costs far more than one on the same core (the C loop:
+# ~100 µs a request across, ~19 µs on nginx's core), so an unpinned run measured where the scheduler
+# happened to put the client, and the C loop swung between 8,900 and 19,700 req/s from run to run.
+# The sequential comparisons therefore pin nginx to one CPU and every client to another (as a server
+# on another machine would be), and report the same-core figures beside them (docs/benchmarks.md).
+CPUS = sorted(os.sched_getaffinity(0))
+SERVER_CPU, CLIENT_CPU = (CPUS[0], CPUS[1]) if len(CPUS) >= 2 else (None, None)
+
+
+def on_cpu(cpu, command):
+    """`command` pinned to `cpu` (as it is when there is no CPU to pin to)."""
+    return command if cpu is None else ["taskset", "-c", str(cpu)] + command
+
+
 # The launcher that measures a child's peak RSS (build() compiles it). Linux counts the memory a
 # child had *before* exec in its ru_maxrss (the forked copy of its parent: here this Python
 # process, ~17 MB), so a child forked from Python can never report less than that. The launcher
@@ -190,7 +205,8 @@ class Nginx:
             config = template.read().replace("@PREFIX@", self.prefix).replace("@PORT@", str(self.port))
         with open(os.path.join(self.prefix, "nginx.conf"), "w") as out:
             out.write(config)
-        self.process = subprocess.Popen(["nginx", "-c", os.path.join(self.prefix, "nginx.conf"), "-p", self.prefix],
+        # On SERVER_CPU (its worker too); taskset execs nginx, so the process is nginx's master.
+        self.process = subprocess.Popen(on_cpu(SERVER_CPU, ["nginx", "-c", os.path.join(self.prefix, "nginx.conf"), "-p", self.prefix]),
                                         stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while True:  # bounded: nginx listens within milliseconds
@@ -240,19 +256,25 @@ def main():
         # times slower there, gets 10,000 so that the whole run stays within the time budget).
         seq_n, conc_n, urlsession_conc_n = scaled(10000), scaled(200000), scaled(10000)
         rows = {key: [] for key in [
-            "c_seq", "lk_seq", "lkg_seq", "ahc_seq", "us_seq", "c_conc", "lk_conc", "lk_conc_static", "ahc_conc", "us_conc", "floor",
+            "c_seq", "lk_seq", "lkg_seq", "ahc_seq", "us_seq", "c_seq_same", "lk_seq_same", "c_conc", "lk_conc", "lk_conc_static", "ahc_conc", "us_conc", "floor",
             "save", "cached", "lk_rs", "jk_rs", "lk_es", "jk_es", "openssl", "storm", "storm_same", "cli", "curl_file"]}
         cli_store = os.path.join(work, "cli", "tokens.json")
         os.makedirs(os.path.dirname(cli_store), mode=0o700)
         run([bench, "prepare-cli", cli_store])
         for round_number in range(1, ROUNDS + 1):
             log(f"bench: round {round_number}/{ROUNDS}: HTTP sequential")
-            c_out, _, c_rss = run([curl_bench, "easy", nginx.url, str(seq_n)])
+            c_out, _, c_rss = run(on_cpu(CLIENT_CPU, [curl_bench, "easy", nginx.url, str(seq_n)]))
             rows["c_seq"].append(dict(json.loads(c_out), rss_mb=c_rss))
-            rows["lk_seq"].append(measure([alone, "http", "loginkit", "seq", nginx.url, str(seq_n)]))
-            rows["lkg_seq"].append(measure([alone, "http", "loginkit-global", "seq", nginx.url, str(seq_n)]))
-            rows["ahc_seq"].append(measure([bench, "http", "ahc", "seq", nginx.url, str(seq_n)]))
-            rows["us_seq"].append(measure([bench, "http", "urlsession", "seq", nginx.url, str(seq_n)]))
+            rows["lk_seq"].append(measure(on_cpu(CLIENT_CPU, [alone, "http", "loginkit", "seq", nginx.url, str(seq_n)])))
+            rows["lkg_seq"].append(measure(on_cpu(CLIENT_CPU, [alone, "http", "loginkit-global", "seq", nginx.url, str(seq_n)])))
+            rows["ahc_seq"].append(measure(on_cpu(CLIENT_CPU, [bench, "http", "ahc", "seq", nginx.url, str(seq_n)])))
+            rows["us_seq"].append(measure(on_cpu(CLIENT_CPU, [bench, "http", "urlsession", "seq", nginx.url, str(seq_n)])))
+            # The same two on nginx's CPU: no cross-core wake-ups, so the client's CPU per request is
+            # most of each request's time (LoginKit's overhead over C shows in full).
+            if SERVER_CPU is not None:
+                c_out, _, c_rss = run(on_cpu(SERVER_CPU, [curl_bench, "easy", nginx.url, str(seq_n)]))
+                rows["c_seq_same"].append(dict(json.loads(c_out), rss_mb=c_rss))
+                rows["lk_seq_same"].append(measure(on_cpu(SERVER_CPU, [alone, "http", "loginkit", "seq", nginx.url, str(seq_n)])))
             log(f"bench: round {round_number}/{ROUNDS}: HTTP 64 in flight")
             c_out, _, c_rss = run([curl_bench, "multi", nginx.url, str(conc_n), "64"])
             rows["c_conc"].append(dict(json.loads(c_out), rss_mb=c_rss))
@@ -310,6 +332,9 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         "http_seq_vs_c": rate("lk_seq") / rate("c_seq"),
         "http_seq_vs_ahc": rate("lk_seq") / rate("ahc_seq"),
         "http_seq_vs_urlsession": rate("lk_seq") / rate("us_seq"),
+        # Both on nginx's CPU (no target: the client's CPU per request in full); NaN for raw results
+        # from before 2026-11-25 19:00, which have no such run.
+        "http_seq_same_cpu_vs_c": rate("lk_seq_same") / rate("c_seq_same") if rows.get("lk_seq_same") else float("nan"),
         "http_conc_vs_c": rate("lk_conc") / rate("c_conc"),
         "http_conc_vs_ahc": rate("lk_conc") / rate("ahc_conc"),
         # What a client on libcurl could reach against async-http-client on this machine.
@@ -356,13 +381,19 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append("")
     lines.append("| client | req/s | p50 µs | p99 µs | CPU s / 10k req | peak RSS MB |")
     lines.append("| --- | ---: | ---: | ---: | ---: | ---: |")
-    lines.append(f"| **sequential, one connection** ({seq_n:,} requests) | | | | | |")
+    placement = f"nginx on CPU {SERVER_CPU}, each client on CPU {CLIENT_CPU}" if SERVER_CPU is not None else "unpinned: one CPU"
+    lines.append(f"| **sequential, one connection** ({seq_n:,} requests; {placement}) | | | | | |")
     lines.append(http_row("C libcurl easy loop", "c_seq"))
     lines.append(http_row("LoginKit CurlHTTPClient (caller prefers its task executor)", "lk_seq"))
     if rows.get("lkg_seq"):
         lines.append(http_row("LoginKit CurlHTTPClient (caller on the global executor)", "lkg_seq"))
     lines.append(http_row("async-http-client", "ahc_seq"))
     lines.append(http_row("URLSession", "us_seq"))
+    same_core = bool(rows.get("c_seq_same")) and bool(rows.get("lk_seq_same"))
+    if same_core:
+        lines.append(f"| **sequential, the client on nginx's CPU** ({seq_n:,} requests; no cross-CPU wake-ups) | | | | | |")
+        lines.append(http_row("C libcurl easy loop", "c_seq_same"))
+        lines.append(http_row("LoginKit CurlHTTPClient (caller prefers its task executor)", "lk_seq_same"))
     lines.append(f"| **64 in flight** ({conc_n:,} requests; URLSession {urlsession_conc_n:,}) | | | | | |")
     lines.append(http_row("C libcurl multi", "c_conc"))
     lines.append(http_row("LoginKit CurlHTTPClient (tasks on the global executor)", "lk_conc"))
@@ -373,6 +404,8 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append("| --- | ---: | ---: | ---: | --- | --- |")
     r = results
     lines.append(f"| HTTP sequential vs C libcurl (req/s) | {rate('lk_seq'):,.0f} | {rate('c_seq'):,.0f} | {r['http_seq_vs_c']:.2f}× | ≥ 0.85× | {verdict(r['http_seq_vs_c'] >= 0.85)} |")
+    if same_core:
+        lines.append(f"| … the same with both on nginx's CPU (each request's time is then mostly the client's CPU) | {rate('lk_seq_same'):,.0f} | {rate('c_seq_same'):,.0f} | {rate('lk_seq_same') / rate('c_seq_same'):.2f}× | | |")
     lines.append(f"| HTTP sequential vs async-http-client | {rate('lk_seq'):,.0f} | {rate('ahc_seq'):,.0f} | {r['http_seq_vs_ahc']:.2f}× | ≥ 2× | {verdict(r['http_seq_vs_ahc'] >= 2)} |")
     lines.append(f"| … the ceiling here: the C libcurl loop vs async-http-client (LoginKit runs on libcurl) | {rate('c_seq'):,.0f} | {rate('ahc_seq'):,.0f} | {r['http_seq_c_vs_ahc']:.2f}× | | |")
     lines.append(f"| HTTP sequential vs URLSession | {rate('lk_seq'):,.0f} | {rate('us_seq'):,.0f} | {r['http_seq_vs_urlsession']:.2f}× | ≥ 3.5× | {verdict(r['http_seq_vs_urlsession'] >= 3.5)} |")
