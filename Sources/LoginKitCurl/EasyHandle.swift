@@ -14,13 +14,11 @@ final class EasyHandle {
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// The proxy choice last set on this handle (`true`: loopback, no proxy); `nil` before the first.
     var bypassesProxy: Bool?
-    /// The header lines last built for a request on this handle, and the request's fields and body
-    /// choice they were built from: the next request with the same ones reuses them (`Transfer`).
-    /// Owned by the handle: freed when replaced and in `deinit`, after libcurl's pointer to it was
-    /// replaced or the handle cleaned up.
-    private(set) var headerList: UnsafeMutablePointer<curl_slist>?
-    private(set) var headerListFields: HTTPFields?
-    private(set) var headerListSendsBody = false
+    /// The header lines last built for a request on this handle, with the request's fields and
+    /// body choice they were built from: the next request with the same ones reuses them
+    /// (`Transfer`). Owned by the handle: freed when replaced and in `deinit`, after libcurl's
+    /// pointer to them was replaced or the handle cleaned up.
+    private var kept: (lines: UnsafeMutablePointer<curl_slist>, fields: HTTPFields, sendsBody: Bool)?
 
     init?() {
         guard let raw = curl_easy_init() else { return nil }
@@ -51,14 +49,20 @@ final class EasyHandle {
         return options.failed
     }
 
-    /// Keeps `list`, built from `fields`, for the transfer about to use it and the next ones with the
-    /// same fields (`nil`: keeps nothing); frees the list it replaces (no transfer uses it any more:
-    /// a handle serves one transfer at a time, and the caller sets the new list before it runs).
-    func keepHeaderList(_ list: UnsafeMutablePointer<curl_slist>?, fields: HTTPFields?, sendsBody: Bool) {
-        if let headerList, headerList != list { curl_slist_free_all(headerList) }
-        headerList = list
-        headerListFields = fields
-        headerListSendsBody = sendsBody
+    /// The kept header lines, when they were built from `fields` (compared by `same`) and the same
+    /// body choice.
+    func keptHeaderLines(for fields: HTTPFields, sendsBody: Bool, same: (HTTPFields, HTTPFields) -> Bool) -> UnsafeMutablePointer<curl_slist>? {
+        guard let kept, kept.sendsBody == sendsBody, same(kept.fields, fields) else { return nil }
+        return kept.lines
+    }
+
+    /// Keeps `lines`, built from `fields`, for the transfer about to use them and the next ones with
+    /// the same fields (`nil`: keeps nothing); frees the lines they replace (no transfer uses them
+    /// any more: a handle serves one transfer at a time, and the caller sets the new ones before it
+    /// runs).
+    func keepHeaderLines(_ lines: UnsafeMutablePointer<curl_slist>?, fields: HTTPFields, sendsBody: Bool) {
+        if let old = kept?.lines, old != lines { curl_slist_free_all(old) }
+        kept = lines.map { ($0, fields, sendsBody) }
     }
 
     /// Drops what pointed into the finished transfer (the `Transfer` the callbacks reach; the header
@@ -73,7 +77,7 @@ final class EasyHandle {
 
     deinit {
         curl_easy_cleanup(raw)
-        if let headerList { curl_slist_free_all(headerList) }
+        if let lines = kept?.lines { curl_slist_free_all(lines) }
         errorBuffer.deallocate()
     }
 }

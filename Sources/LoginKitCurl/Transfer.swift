@@ -127,11 +127,7 @@ final class Transfer {
     private func headerList() -> UnsafeMutablePointer<curl_slist>? {
         let fields = submission.request.headerFields
         let sendsBody = sendsBody
-        if let built = handle.headerList, handle.headerListSendsBody == sendsBody,
-            let builtFrom = handle.headerListFields, Self.sameBytes(builtFrom, fields)
-        {
-            return built
-        }
+        if let kept = handle.keptHeaderLines(for: fields, sendsBody: sendsBody, same: Self.sameBytes) { return kept }
         var list: UnsafeMutablePointer<curl_slist>?
         func append(_ line: String) {
             list = line.withCString { curl_slist_append(list, $0) } ?? list
@@ -152,10 +148,10 @@ final class Transfer {
         // A header line, not CURLOPT_USERAGENT: that option would also go to a proxy in its CONNECT.
         if !hasUserAgent { append("User-Agent: \(configuration.userAgent)") }
         if holdsSecret {
-            handle.keepHeaderList(nil, fields: nil, sendsBody: false)  // and free what it kept
+            handle.keepHeaderLines(nil, fields: fields, sendsBody: sendsBody)  // and free what it kept
             ownedHeaderList = list
         } else {
-            handle.keepHeaderList(list, fields: fields, sendsBody: sendsBody)
+            handle.keepHeaderLines(list, fields: fields, sendsBody: sendsBody)
         }
         return list
     }
@@ -239,16 +235,14 @@ final class Transfer {
     }
 
     /// Frees the header lines this transfer owned (called once libcurl no longer points at them:
-    /// the handle was detached, or is being dropped) and lets go of what it received.
+    /// the handle was detached, or is being dropped).
     func releaseResources() {
         if let ownedHeaderList { curl_slist_free_all(ownedHeaderList) }
         ownedHeaderList = nil
-        body = Data()
-        headerFields = HTTPFields()
     }
 
     deinit {
-        if let ownedHeaderList { curl_slist_free_all(ownedHeaderList) }
+        releaseResources()
     }
 
     // MARK: Errors

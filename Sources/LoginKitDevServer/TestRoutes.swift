@@ -59,7 +59,7 @@ struct TestRoutes {
             return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: body)
         }
 
-        // A response with `count` header fields (`X-Field-1: 1` …): the client's cap on fields.
+        // A response with `count` header fields (`X-Field-0: 0` …): the client's cap on fields.
         group.get("headers/:count") { _, context -> Response in
             let count = try context.parameters.require("count", as: Int.self)
             guard (0...Self.maximumHeaderFields).contains(count) else {

@@ -7,11 +7,7 @@ import Testing
     static let clock = TestWallClock()
 
     func verifier(for key: SigningKey, allowed: Set<JWSAlgorithm> = JWSAlgorithm.standard) throws -> IDTokenVerifier {
-        var configuration = IDTokenVerifier.Configuration(issuer: "https://issuer.test", audience: "client-1")
-        configuration.allowedAlgorithms = allowed
-        return IDTokenVerifier(
-            configuration: configuration, keys: StaticJWKS(JWKSet(keys: [try key.publicJWK()])), now: Self.clock.reader
-        )
+        try LoginKitJOSETests.verifier(for: key, clock: Self.clock, allowed: allowed)
     }
 
     @Test(arguments: JWSAlgorithm.allCases)

@@ -36,6 +36,13 @@ func idTokenClaims(now: Date, issuer: String = "https://issuer.test", audience: 
     ]
 }
 
+/// A verifier for `key`'s tokens from `https://issuer.test` to `client-1`, on `clock`.
+func verifier(for key: SigningKey, clock: TestWallClock, allowed: Set<JWSAlgorithm> = JWSAlgorithm.standard) throws -> IDTokenVerifier {
+    var configuration = IDTokenVerifier.Configuration(issuer: "https://issuer.test", audience: "client-1")
+    configuration.allowedAlgorithms = allowed
+    return IDTokenVerifier(configuration: configuration, keys: StaticJWKS(JWKSet(keys: [try key.publicJWK()])), now: clock.reader)
+}
+
 /// The verification error code a call threw, or nil.
 func verificationCode<T>(_ operation: () async throws -> T) async -> TokenVerificationError.Code? {
     (await thrown(operation) as? TokenVerificationError)?.code

@@ -11,10 +11,7 @@ import Testing
     static let clock = TestWallClock()
 
     func verifier(for key: SigningKey) throws -> IDTokenVerifier {
-        IDTokenVerifier(
-            configuration: .init(issuer: "https://issuer.test", audience: "client-1"),
-            keys: StaticJWKS(JWKSet(keys: [try key.publicJWK()])), now: Self.clock.reader
-        )
+        try LoginKitJOSETests.verifier(for: key, clock: Self.clock)
     }
 
     // MARK: JSON
