@@ -19,6 +19,35 @@ struct ConcurrencyPrimitiveTests {
     }
     struct Failure: Error {}
 
+    /// Counts the values destroyed.
+    final class Tracked: Sendable {
+        let destroyed: LockedState<Int>
+        init(_ destroyed: LockedState<Int>) { self.destroyed = destroyed }
+        deinit { destroyed.withLock { $0 += 1 } }
+    }
+
+    /// `LockedState` is one allocation shared by its copies: every copy locks the same mutex and
+    /// sees the same value, and the value is destroyed once, when the last copy goes.
+    @Test func lockedStateCopiesShareOneValueDestroyedOnce() async {
+        let destroyed = LockedState(0)
+        do {
+            let state = LockedState((count: 0, tracked: Tracked(destroyed)))
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    let copy = state
+                    group.addTask {
+                        for _ in 0..<10_000 { copy.withLock { $0.count += 1 } }
+                    }
+                }
+            }
+            // Unlocked increments from 8 tasks would lose some: the lock is one lock.
+            #expect(state.withLock { $0.count } == 80_000)
+            state.withLock { $0.tracked = Tracked(destroyed) }  // the replaced value goes at once
+            #expect(destroyed.withLock { $0 } == 1)
+        }
+        #expect(destroyed.withLock { $0 } == 2, "the value in the lock is destroyed with its last copy")
+    }
+
     @Test func concurrentCallersShareOneRun() async throws {
         let flights = SingleFlight<String, Int>()
         let gate = Gate()
