@@ -26,17 +26,17 @@ struct Submission: Sendable {
     let continuation: Completion
 }
 
-/// Where a request's outcome goes: published in `slot` under its lock, then the caller's task is
-/// resumed and reads it from there. The lock is the happens-before edge ThreadSanitizer can see
+/// Where a request's outcome goes: published in its `Exchange` under its lock, then the caller's
+/// task is resumed and reads it from there. The lock is the happens-before edge ThreadSanitizer can see
 /// between the driver thread building the response and the caller reading it (the Swift runtime
 /// does not annotate a continuation resumed before its task has suspended, and TSan then reported
 /// the response's fields as a race).
 struct Completion: Sendable {
-    let slot: LockedState<Result<(HTTPResponse, Data), any Error>?>
+    let exchange: LockedState<Exchange>
     let continuation: CheckedContinuation<Void, Never>
 
-    func resume(with result: Result<(HTTPResponse, Data), any Error>) {
-        slot.withLock { $0 = result }
+    func resume(with result: Result<ReceivedResponse, any Error>) {
+        exchange.withLock { $0.outcome = result }
         continuation.resume()
     }
 

@@ -82,19 +82,22 @@ public final class CurlHTTPClient: HTTPTransport {
         if request.method == .head && body != nil {
             throw NetworkError(.invalidRequest, "a HEAD request cannot carry a body")
         }
-        let token = RequestToken(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue)
+        let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         let driver = self.driver
-        let slot = LockedState<Result<(HTTPResponse, Data), any Error>?>(nil)
+        let exchange = LockedState(Exchange())
         return try await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let submission = Submission(
-                    id: token.id, url: url, bypassesProxy: parts.isLoopback, request: request, body: body,
-                    continuation: Completion(slot: slot, continuation: continuation)
+                    id: id, url: url, bypassesProxy: parts.isLoopback, request: request, body: body,
+                    continuation: Completion(exchange: exchange, continuation: continuation)
                 )
-                let outcome = token.phase.withLock { phase -> SubmitOutcome in
-                    guard phase == .new else { return .cancelled }
+                // Lock order: the exchange's lock, then the driver's (`enqueue`). The driver
+                // thread takes an exchange's lock only to publish an outcome (`Completion`), never
+                // while it holds its own state's lock: keep it so, or the two deadlock.
+                let outcome = exchange.withLock { exchange -> SubmitOutcome in
+                    guard exchange.phase == .new else { return .cancelled }
                     guard driver.enqueue(.add(submission)) else { return .shutDown }
-                    phase = .submitted
+                    exchange.phase = .submitted
                     return .submitted
                 }
                 switch outcome {
@@ -104,17 +107,18 @@ public final class CurlHTTPClient: HTTPTransport {
                     submission.continuation.resume(throwing: NetworkError(.shutdown, "the HTTP client was shut down"))
                 }
             }
-            guard let result = slot.withLock({ $0 }) else {
+            guard let result = exchange.withLock({ $0.outcome }) else {
                 throw NetworkError(.other, "the request ended without an outcome")  // every resume publishes one first
             }
-            return try result.get()
+            let received = try result.get()
+            return (received.response(), received.body)
         } onCancel: {
-            token.phase.withLock { phase in
-                switch phase {
-                case .new: phase = .cancelled
+            exchange.withLock { exchange in
+                switch exchange.phase {
+                case .new: exchange.phase = .cancelled
                 case .submitted:
-                    phase = .cancelled
-                    _ = driver.enqueue(.cancel(token.id))
+                    exchange.phase = .cancelled
+                    _ = driver.enqueue(.cancel(id))
                 case .cancelled: break
                 }
             }
@@ -144,13 +148,15 @@ public final class CurlHTTPClient: HTTPTransport {
     }
 }
 
-/// Links a caller's task to its transfer so that a cancellation that races the submission is
-/// never lost: the phase changes and the driver command are made under one lock.
-final class RequestToken: Sendable {
+/// One request between its caller's task and the driver thread, under one lock (one allocation):
+///
+/// - `phase` links the task to its transfer so that a cancellation that races the submission is
+///   never lost: the phase changes and the driver command are made under the lock;
+/// - `outcome` is where the driver publishes the result before it resumes the task (`Completion`).
+struct Exchange {
     enum Phase { case new, submitted, cancelled }
-    let id: UInt64
-    let phase = LockedState<Phase>(.new)
-    init(id: UInt64) { self.id = id }
+    var phase = Phase.new
+    var outcome: Result<ReceivedResponse, any Error>?
 }
 
 private enum SubmitOutcome { case submitted, cancelled, shutDown }
