@@ -23,8 +23,10 @@ final class Transfer {
     private let submission: Submission
     private let configuration: CurlHTTPClient.Configuration
     private(set) var body = Data()
-    /// The response's fields so far (room for a usual response's without growing).
-    private var headerFields: HTTPFields
+    /// The response's fields so far, as bytes (`ReceivedResponse`): the caller's task turns them
+    /// into `HTTPFields` on its own thread, since this one bounds the client's throughput.
+    private var head: [UInt8] = []
+    private var fieldCount = 0
     private var exceededCap = false
     /// The response had more than ``maximumHeaderFields`` fields: the transfer was stopped.
     private var exceededHeaderFields = false
@@ -41,8 +43,7 @@ final class Transfer {
         self.handle = handle
         self.continuation = submission.continuation
         self.configuration = configuration
-        headerFields = HTTPFields()
-        headerFields.reserveCapacity(16)
+        head.reserveCapacity(512)
     }
 
     /// Sets this request's options on a handle that holds the client's (`EasyHandle`); returns the
@@ -189,26 +190,49 @@ final class Transfer {
         while end > 0, bytes[end - 1] == UInt8(ascii: "\r") || bytes[end - 1] == UInt8(ascii: "\n") { end -= 1 }
         let line = UnsafeRawBufferPointer(rebasing: bytes[..<end])
         if line.starts(with: Self.statusLinePrefix) {
-            headerFields.removeAll(keepingCapacity: true)  // a new response (1xx interim, or a proxy's) starts over
+            // A new response (1xx interim, or a proxy's) starts over.
+            head.removeAll(keepingCapacity: true)
+            fieldCount = 0
             return true
         }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")),
-            let name = HTTPField.Name(String(decoding: line[..<colon], as: UTF8.self))
-        else { return true }
-        guard headerFields.count < Self.maximumHeaderFields else {
+        // A line whose name is not a token (RFC 9110 `tchar`s, what `HTTPField.Name` accepts) is
+        // no field: skipped, and not counted.
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), Self.isToken(UnsafeRawBufferPointer(rebasing: line[..<colon])) else {
+            return true
+        }
+        guard fieldCount < Self.maximumHeaderFields else {
             exceededHeaderFields = true
             return false
         }
         var valueStart = colon + 1
         while valueStart < end, line[valueStart] == UInt8(ascii: " ") || line[valueStart] == UInt8(ascii: "\t") { valueStart += 1 }
-        headerFields.append(HTTPField(name: name, value: String(decoding: line[valueStart...], as: UTF8.self)))
+        ReceivedResponse.appendField(name: UnsafeRawBufferPointer(rebasing: line[..<colon]),
+                                     value: UnsafeRawBufferPointer(rebasing: line[valueStart...]), to: &head)
+        fieldCount += 1
         return true
+    }
+
+    /// Whether `bytes` is a token: one or more of RFC 9110's `tchar`.
+    static func isToken(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !bytes.isEmpty else { return false }
+        return bytes.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                true
+            case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+                UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+                UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+                true
+            default:
+                false
+            }
+        }
     }
 
     private static let statusLinePrefix: [UInt8] = Array("HTTP/".utf8)
 
     /// What the caller gets, once libcurl reported the transfer done with `code`.
-    func result(code: CURLcode) -> Result<(HTTPResponse, Data), any Error> {
+    func result(code: CURLcode) -> Result<ReceivedResponse, any Error> {
         if exceededHeaderFields {
             return .failure(NetworkError(
                 .responseTooLarge,
@@ -231,7 +255,7 @@ final class Transfer {
         guard (100...999).contains(status) else {
             return .failure(NetworkError(.other, "the server sent no valid HTTP status line", transportCode: Int(code.rawValue)))
         }
-        return .success((HTTPResponse(status: .init(code: status), headerFields: headerFields), body))
+        return .success(ReceivedResponse(status: status, fieldCount: fieldCount, head: head, body: body))
     }
 
     /// Frees the header lines this transfer owned (called once libcurl no longer points at them:
@@ -295,6 +319,47 @@ final class Transfer {
 private func getenvString(_ name: String) -> String? {
     guard let value = getenv(name) else { return nil }
     return String(cString: value)
+}
+
+/// A response as the driver thread received it: the status, the fields as bytes, the body. The
+/// caller's task makes the `HTTPResponse` (``response()``), so that the driver thread, which every
+/// transfer of a client goes through, only copies bytes.
+struct ReceivedResponse: Sendable {
+    let status: Int
+    let fieldCount: Int
+    /// Each field: the name's length and the value's (`UInt32`, native byte order), then the
+    /// name's bytes and the value's.
+    let head: [UInt8]
+    let body: Data
+
+    static func appendField(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, to head: inout [UInt8]) {
+        // A header line is at most 100 KB (libcurl's CURL_MAX_HTTP_HEADER): the lengths fit.
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: name.count)) { head.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: value.count)) { head.append(contentsOf: $0) }
+        head.append(contentsOf: name)
+        head.append(contentsOf: value)
+    }
+
+    /// The response head, its fields in the order received.
+    func response() -> HTTPResponse {
+        var fields = HTTPFields()
+        fields.reserveCapacity(fieldCount)
+        head.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset + 8 <= bytes.count {
+                let nameLength = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+                let valueLength = Int(bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self))
+                let nameStart = offset + 8
+                let valueStart = nameStart + nameLength
+                offset = valueStart + valueLength
+                guard offset <= bytes.count else { break }  // cannot happen: `appendField` wrote them
+                let name = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[nameStart..<valueStart]), as: UTF8.self)
+                guard let name = HTTPField.Name(name) else { continue }  // cannot happen: a token
+                fields.append(HTTPField(name: name, value: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[valueStart..<offset]), as: UTF8.self)))
+            }
+        }
+        return HTTPResponse(status: .init(code: status), headerFields: fields)
+    }
 }
 
 // MARK: libcurl callbacks (C function pointers; the context is an unretained `Transfer`)

@@ -1,0 +1,59 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import HTTPTypes
+@testable import LoginKitCurl
+import Testing
+
+/// The response head as the driver thread keeps it (bytes) and as the caller gets it (`HTTPFields`):
+/// no database of servers needed, every byte value tried.
+@Suite
+struct ReceivedResponseTests {
+    /// The driver's token check accepts exactly the names `HTTPField.Name` accepts (RFC 9110 `tchar`).
+    @Test func theTokenCheckAgreesWithHTTPTypesOnEveryByte() {
+        for byte in UInt8.min...UInt8.max {
+            let bytes = [byte]
+            let accepted = bytes.withUnsafeBytes { Transfer.isToken($0) }
+            #expect(accepted == (HTTPField.Name(String(decoding: bytes, as: UTF8.self)) != nil), "byte \(byte)")
+        }
+        for name in ["Content-Type", "x-custom_1.2~", "a b", "", "ü", "na:me", "x\u{0}"] {
+            let accepted = Array(name.utf8).withUnsafeBytes { Transfer.isToken($0) }
+            #expect(accepted == (HTTPField.Name(name) != nil), "\(name.debugDescription)")
+        }
+    }
+
+    /// Fields go through the byte form unchanged: order, the name's case, repeated names, empty
+    /// values, and bytes that are not UTF-8 (repaired as `String(decoding:)` repairs them).
+    @Test func fieldsSurviveTheByteFormInOrder() {
+        let fields: [(name: [UInt8], value: [UInt8])] = [
+            (Array("Content-Type".utf8), Array("application/json".utf8)),
+            (Array("set-cookie".utf8), Array("a=1".utf8)),
+            (Array("Set-Cookie".utf8), Array("b=2".utf8)),
+            (Array("X-Empty".utf8), []),
+            (Array("X-Bytes".utf8), [0x61, 0xFF, 0xC3, 0x62]),
+            (Array("X-Long".utf8), Array(repeating: UInt8(ascii: "v"), count: 70_000)),
+        ]
+        var head: [UInt8] = []
+        for field in fields {
+            field.name.withUnsafeBytes { name in
+                field.value.withUnsafeBytes { value in ReceivedResponse.appendField(name: name, value: value, to: &head) }
+            }
+        }
+        let response = ReceivedResponse(status: 201, fieldCount: fields.count, head: head, body: Data("{}".utf8)).response()
+        #expect(response.status.code == 201)
+        #expect(response.headerFields.count == fields.count)
+        for (received, sent) in zip(response.headerFields, fields) {
+            #expect(Array(received.name.rawName.utf8) == sent.name)
+            #expect(received.value == HTTPField(name: received.name, value: String(decoding: sent.value, as: UTF8.self)).value)
+        }
+        #expect(response.headerFields[values: .setCookie] == ["a=1", "b=2"])
+    }
+
+    @Test func noFieldsIsAnEmptyHead() {
+        let response = ReceivedResponse(status: 204, fieldCount: 0, head: [], body: Data()).response()
+        #expect(response.status.code == 204)
+        #expect(response.headerFields.isEmpty)
+    }
+}
