@@ -245,6 +245,7 @@ let package = Package(
             dependencies: [
                 "LoginKitPostgres", "LoginKit", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

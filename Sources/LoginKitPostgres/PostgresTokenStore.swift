@@ -272,7 +272,7 @@ public final class PostgresTokenStore: TokenStore {
                     try await Telemetry.storeOperation("write", store: "postgres") { try await group.next() }
                 }
             } catch {
-                throw mapped(error)
+                throw mapped(error, writesHandedOver: true)
             }
             decoded.withLock { cache in
                 for write in writes { cache[write.name] = nil }
@@ -447,16 +447,25 @@ public final class PostgresTokenStore: TokenStore {
     }
 
     /// A PostgresNIO error as a `TokenStoreError` that says what to do; others unchanged.
-    func mapped(_ error: any Error) -> any Error {
+    ///
+    /// In a cancelled task a PostgresNIO error is `CancellationError` (unless `writesHandedOver`): a
+    /// connection request cancelled while queued fails with `ConnectionPoolError`, a query cancelled
+    /// on its connection with `clientClosedConnection`, and neither means the database is
+    /// unavailable. Once a transaction's writes are handed over, the outcome of its COMMIT is
+    /// unknown: the caller gets the failure as such (`.unavailable`), never a `CancellationError`
+    /// that would read as "nothing was written".
+    func mapped(_ error: any Error, writesHandedOver: Bool = false) -> any Error {
         switch error {
         case is TokenStoreError, is CancellationError:
             return error
+        case _ where Task.isCancelled && !writesHandedOver:
+            return CancellationError()
         case let error as PostgresTransactionError:
             // What went wrong first: BEGIN, the work inside, or COMMIT.
             guard let cause = error.beginError ?? error.closureError ?? error.commitError ?? error.rollbackError else {
                 return TokenStoreError(.io, path: location, "the PostgreSQL transaction failed")
             }
-            return mapped(cause)
+            return mapped(cause, writesHandedOver: writesHandedOver)
         case let error as PSQLError where error.code == .server:
             let state = error.serverInfo?[.sqlState] ?? "?"
             let message = error.serverInfo?[.message] ?? "no message"

@@ -5,6 +5,7 @@ import LoginKitJOSE
 import LoginKitMocks
 import LoginKitPostgres
 import LoginKitTestSupport
+import Logging
 import PostgresNIO
 import Testing
 
@@ -230,8 +231,10 @@ struct PostgresTokenStoreTests {
 struct PostgresOutageTests {
     @Test func aStoppedDatabaseGivesTypedErrorsAndValidTokensFromMemoryThenRecovers() async throws {
         let script = try #require(TestDatabase.clusterScript)
+        let creating = ContinuousClock.now
         let created = try await runCapturing(script, ["create"])
         try #require(created.status == 0)
+        FileHandle.standardError.write(Data("PostgresOutageTests: cluster created in \(creating.duration(to: .now))\n".utf8))
         let parts = created.output.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
         let directory = try #require(parts.first)
         let port = try #require(parts.last)
@@ -246,41 +249,91 @@ struct PostgresOutageTests {
         if let failure { throw failure }
     }
 
+    /// A store call whose task is cancelled while it waits for the stopped database throws
+    /// `CancellationError`, not `.unavailable` (the pool fails a cancelled connection request with
+    /// its own error). The store's deadlines run on a manual clock, so only the cancellation ends
+    /// the calls; they are cancelled once their deadline timers sleep (the call is under way).
+    func cancelledCallsThrowCancellation(url: String, configuration: PostgresTokenStore.Configuration) async throws {
+        var configuration = configuration
+        let clock = ManualClock()
+        configuration.clock = clock
+        configuration.readsFromMemory = false
+        // A client of its own: `withStore` would need the database up (it migrates first).
+        let client = PostgresClient(configuration: try PostgresTokenStore.connection(url: url))
+        let store = try PostgresTokenStore(client: client, configuration: configuration)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            let read = Task { try await store.profile(named: "default") }
+            await clock.waitForSleepers(1)
+            read.cancel()
+            #expect(await thrown { try await read.value } is CancellationError)
+            let write = Task { try await store.save(sampleProfile("x"), as: "other") }
+            await clock.waitForSleepers(1)
+            write.cancel()
+            #expect(await thrown { try await write.value } is CancellationError)
+            group.cancelAll()
+        }
+    }
+
     func exercise(script: String, directory: String, url: String) async throws {
         // Without memory reads: the reads right after the stop must reach the stopped database.
         var configuration = TestDatabase.configuration(readsFromMemory: false)
         configuration.operationTimeout = .seconds(5)  // what a stopped database costs each call below
         configuration.lockTimeout = .seconds(600)  // past the time limit: only operationTimeout may end a call
+        // This test hung two runs of `make test` on 2026-11-25 and never since (docs/development.md):
+        // each step is logged on stderr, so that a hung run's log names the step; with
+        // LOGINKIT_TEST_POSTGRES_TRACE=1 the store's pool logs every event too.
+        if ProcessInfo.processInfo.environment["LOGINKIT_TEST_POSTGRES_TRACE"] == "1" {
+            var logger = Logger(label: "loginkit.postgres.outage", factory: { StreamLogHandler.standardError(label: $0) })
+            logger.logLevel = .trace
+            configuration.logger = logger
+        }
+        let started = ContinuousClock.now
+        func step(_ name: String) {
+            FileHandle.standardError.write(Data("PostgresOutageTests: \(started.duration(to: .now)): \(name)\n".utf8))
+        }
         try await DevServer.withServer { server in
             try await PostgresTokenStore.withStore(try PostgresTokenStore.connection(url: url), configuration: configuration) { store in
                 try await CurlHTTPClient.withClient { client in
                     let api = OAuth2API(configuration: .init(issuer: server.issuer, clientID: "loginkit-cli"), transport: client)
                     let clock = ManualClock()
                     let service = AuthService(api: api, store: store, clock: clock)
+                    step("log in")
                     _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
                     let token = try await service.validAccessToken()
 
+                    step("stop the database")
                     #expect(await run(script, ["stop", directory]) == 0)
+                    step("read with the database stopped")
                     let read = await thrown { try await store.profile(named: "default") } as? TokenStoreError
                     #expect(read?.code == .unavailable)
+                    step("write with the database stopped")
                     let write = await thrown { try await store.save(sampleProfile("x"), as: "other") } as? TokenStoreError
                     #expect(write?.code == .unavailable)
+                    step("calls cancelled with the database stopped")
+                    try await cancelledCallsThrowCancellation(url: url, configuration: configuration)
+                    step("a valid token from memory")
                     #expect(try await service.validAccessToken() == token, "a still-valid token is served from memory")
                     // An hour later the token needs a refresh, which needs the store's lock: a typed error.
                     // No hang: the service's refresh deadline runs on the manual clock and the lock
                     // wait is 10 minutes (set above), so only the store's 5 s operation timeout can
                     // end this with `.unavailable` within the suite's time limit.
                     clock.advance(by: .seconds(3600))
+                    step("a refresh with the database stopped")
                     let refresh = await thrown { try await service.validAccessToken() } as? TokenStoreError
                     #expect(refresh?.code == .unavailable)
                     #expect(server.monitor.requestCount(path: "/oauth/token") == 1, "no refresh without the lock")
 
+                    step("start the database")
                     #expect(await run(script, ["start", directory]) == 0)
+                    step("read after the restart")
                     #expect(try await store.profile(named: "default") != nil)
+                    step("refresh after the restart")
                     let refreshed = try await service.validAccessToken()
                     #expect(refreshed != token)
                     #expect(server.monitor.requestCount(path: "/oauth/token") == 2)
                     #expect(try await store.profile(named: "default")?.credentials.accessToken == refreshed)
+                    step("done")
                 }
             }
         }

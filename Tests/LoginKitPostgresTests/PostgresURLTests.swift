@@ -24,6 +24,27 @@ struct PostgresURLTests {
         #expect(PostgresTokenStore.defaultSSLMode(host: host) == "require")
     }
 
+    /// A cancelled caller gets `CancellationError` for what the pool says (a cancelled connection
+    /// request, a closed connection), not `.unavailable`; typed store errors stay as they are, and so
+    /// does a failure after a transaction's writes were handed over (its COMMIT may have happened).
+    @Test func aCancelledCallerGetsCancellationUnlessItsWritesWereHandedOver() async throws {
+        struct PoolFailure: Error {}
+        let client = PostgresClient(configuration: try PostgresTokenStore.connection(url: "postgres://app@127.0.0.1:1/tokens"))
+        var configuration = PostgresTokenStore.Configuration()
+        configuration.sealing = .none
+        let store = try PostgresTokenStore(client: client, configuration: configuration)
+        #expect((store.mapped(PoolFailure()) as? TokenStoreError)?.code == .unavailable)
+        let lockFailed = TokenStoreError(.lockFailed, path: "here", "not granted")
+        let cancelled = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return (store.mapped(PoolFailure()), store.mapped(PoolFailure(), writesHandedOver: true), store.mapped(lockFailed))
+        }
+        let (pool, handedOver, typed) = await cancelled.value
+        #expect(pool is CancellationError)
+        #expect((handedOver as? TokenStoreError)?.code == .unavailable)
+        #expect((typed as? TokenStoreError)?.code == .lockFailed)
+    }
+
     @Test func theURLsHostReachesTheClientWithoutBrackets() throws {
         let ipv6 = try PostgresTokenStore.connection(url: "postgres://app@[::1]:5433/tokens")
         #expect(ipv6.host == "::1")
