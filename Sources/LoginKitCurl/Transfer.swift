@@ -160,9 +160,20 @@ final class Transfer {
     /// Whether `a` and `b` are the same fields in the same order, names and values byte for byte
     /// (`HTTPField`'s `==` compares names without case and values as Unicode-equivalent strings).
     static func sameBytes(_ a: HTTPFields, _ b: HTTPFields) -> Bool {
-        a.elementsEqual(b) { x, y in
-            x.name.rawName.utf8.elementsEqual(y.name.rawName.utf8) && x.value.utf8.elementsEqual(y.value.utf8)
+        a.count == b.count && a.elementsEqual(b) { x, y in sameBytes(x.name.rawName, y.name.rawName) && sameBytes(x.value, y.value) }
+    }
+
+    /// Whether two strings hold the same UTF-8 bytes: one `memcmp` for native strings (the generic
+    /// `elementsEqual` walked them byte by byte).
+    static func sameBytes(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        let compared = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in
+                guard let x = x.baseAddress, let y = y.baseAddress else { return true }  // both empty
+                return memcmp(x, y, a.utf8.count) == 0
+            }
         }
+        return (compared ?? nil) ?? a.utf8.elementsEqual(b.utf8)
     }
 
     /// Fields whose value may be a secret: never kept on a handle past their transfer.
@@ -364,18 +375,22 @@ struct ReceivedResponse: Sendable {
 
 // MARK: libcurl callbacks (C function pointers; the context is an unretained `Transfer`)
 
+// The transfer is reached without a retain and release per call (`_withUnsafeGuaranteedRef`; they
+// were a third of the header callback's time): the loop's `transfers` table holds it for as long as
+// libcurl can call back with its pointer (until `curl_multi_remove_handle`).
+
 let transferWriteCallback: loginkit_curl_data_callback = { buffer, size, count, context in
     guard let context else { return 0 }
-    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
     guard length > 0, let buffer else { return length }
-    return transfer.receiveBody(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
+    let bytes = UnsafeRawBufferPointer(start: buffer, count: length)
+    return Unmanaged<Transfer>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.receiveBody(bytes) } ? length : 0
 }
 
 let transferHeaderCallback: loginkit_curl_data_callback = { buffer, size, count, context in
     guard let context else { return 0 }
-    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
     guard length > 0, let buffer else { return length }
-    return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
+    let bytes = UnsafeRawBufferPointer(start: buffer, count: length)
+    return Unmanaged<Transfer>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.receiveHeaderLine(bytes) } ? length : 0
 }

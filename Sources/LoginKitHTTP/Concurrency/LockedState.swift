@@ -58,14 +58,12 @@ package struct LockedState<Value>: @unchecked Sendable {  // safe: the proof is 
     /// Runs `body` with the value while holding the lock. Do not await or re-enter inside.
     @inlinable
     package func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
-        // The pointers stay valid while `storage` lives, and `self` holds it for this whole call
-        // (the `withExtendedLifetime` below keeps the optimiser from ending it sooner).
+        // The pointers stay valid while `storage` lives, and it lives for this whole call: `self`
+        // is a borrowed (guaranteed) argument, which the caller keeps alive until the call returns.
+        // (A `withExtendedLifetime(storage)` here fetched the generic class's metadata on every lock.)
         let (value, mutex) = storage.withUnsafeMutablePointers { ($0, $1) }
         pthread_mutex_lock(mutex)
-        defer {
-            pthread_mutex_unlock(mutex)
-            withExtendedLifetime(storage) {}
-        }
+        defer { pthread_mutex_unlock(mutex) }
         return try body(&value.pointee)
     }
 }
