@@ -339,6 +339,7 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         "http_conc_vs_ahc": rate("lk_conc") / rate("ahc_conc"),
         # What a client on libcurl could reach against async-http-client on this machine.
         "http_seq_c_vs_ahc": rate("c_seq") / rate("ahc_seq"),
+        "http_seq_c_vs_urlsession": rate("c_seq") / rate("us_seq"),
         "http_conc_c_vs_ahc": rate("c_conc") / rate("ahc_conc"),
         "rss_mb": m("lk_conc", "rss_mb"),
         "rss_static_mb": m("lk_conc_static", "rss_mb"),
@@ -409,6 +410,7 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append(f"| HTTP sequential vs async-http-client | {rate('lk_seq'):,.0f} | {rate('ahc_seq'):,.0f} | {r['http_seq_vs_ahc']:.2f}× | ≥ 2× | {verdict(r['http_seq_vs_ahc'] >= 2)} |")
     lines.append(f"| … the ceiling here: the C libcurl loop vs async-http-client (LoginKit runs on libcurl) | {rate('c_seq'):,.0f} | {rate('ahc_seq'):,.0f} | {r['http_seq_c_vs_ahc']:.2f}× | | |")
     lines.append(f"| HTTP sequential vs URLSession | {rate('lk_seq'):,.0f} | {rate('us_seq'):,.0f} | {r['http_seq_vs_urlsession']:.2f}× | ≥ 3.5× | {verdict(r['http_seq_vs_urlsession'] >= 3.5)} |")
+    lines.append(f"| … the ceiling here: the C libcurl loop vs URLSession (LoginKit runs on libcurl) | {rate('c_seq'):,.0f} | {rate('us_seq'):,.0f} | {r['http_seq_c_vs_urlsession']:.2f}× | | |")
     lines.append(f"| HTTP 64 in flight vs C libcurl multi | {rate('lk_conc'):,.0f} | {rate('c_conc'):,.0f} | {r['http_conc_vs_c']:.2f}× | ≥ 0.7× | {verdict(r['http_conc_vs_c'] >= 0.7)} |")
     lines.append(f"| HTTP 64 in flight vs async-http-client (64 pool) | {rate('lk_conc'):,.0f} | {rate('ahc_conc'):,.0f} | {r['http_conc_vs_ahc']:.2f}× | ≥ 2× | {verdict(r['http_conc_vs_ahc'] >= 2)} |")
     lines.append(f"| … the ceiling here: C libcurl multi vs async-http-client (LoginKit runs on libcurl) | {rate('c_conc'):,.0f} | {rate('ahc_conc'):,.0f} | {r['http_conc_c_vs_ahc']:.2f}× | | |")
@@ -431,6 +433,11 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     floor_p99 = m("storm", "floor_p99_ms_1000")
     lines.append(f"| … the floor: 1000 bare tasks waiting for one event that fires after that refresh time (p99 ms; vs the refresh) | {floor_p99:.2f} | {storm_single:.2f} | {floor_p99 / storm_single:.2f}× | | |")
     lines.append(f"| … LoginKit's storm p99 vs that floor | {m('storm', 'p99_ms_1000'):.2f} | {floor_p99:.2f} | {m('storm', 'p99_ms_1000') / floor_p99:.2f}× | | |")
+    # Raw results from before 2026-11-26 have no cancellable floor.
+    if rows["storm"][0].get("cancellable_floor_p99_ms_1000") is not None:
+        cancellable_p99 = m("storm", "cancellable_floor_p99_ms_1000")
+        lines.append(f"| … the floor with waits that honour cancellation, as LoginKit's must (a cancellation handler per wait; p99 ms; vs the refresh) | {cancellable_p99:.2f} | {storm_single:.2f} | {cancellable_p99 / storm_single:.2f}× | | |")
+        lines.append(f"| … LoginKit's storm p99 vs that floor; CPU µs per caller vs per cancellable task | {m('storm', 'p99_ms_1000'):.2f}; {m('storm', 'cpu_us_per_caller_1000'):.1f} | {cancellable_p99:.2f}; {m('storm', 'cancellable_floor_cpu_us_per_task'):.1f} | {m('storm', 'p99_ms_1000') / cancellable_p99:.2f}×; {m('storm', 'cpu_us_per_caller_1000') / m('storm', 'cancellable_floor_cpu_us_per_task'):.2f}× | | |")
     if rows["storm"][0].get("cpu_us_per_caller_1000") is not None:
         lines.append(f"| … CPU µs per caller at 1000 (this process, the refresh's share included) vs per bare task of the floor | {m('storm', 'cpu_us_per_caller_1000'):.1f} | {m('storm', 'floor_cpu_us_per_task'):.1f} | {m('storm', 'cpu_us_per_caller_1000') / m('storm', 'floor_cpu_us_per_task'):.2f}× | | |")
         lines.append(f"| … allocations per caller at 1000 (the refresh's included) vs per bare task of the floor | {m('storm', 'allocs_per_caller_1000'):.1f} | {m('storm', 'floor_allocs_per_task'):.1f} | | | |")

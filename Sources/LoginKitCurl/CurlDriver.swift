@@ -27,10 +27,10 @@ struct Submission: Sendable {
 }
 
 /// Where a request's outcome goes: published in its `Exchange` under its lock, then the caller's
-/// task is resumed and reads it from there. The lock is the happens-before edge ThreadSanitizer can see
-/// between the driver thread building the response and the caller reading it (the Swift runtime
-/// does not annotate a continuation resumed before its task has suspended, and TSan then reported
-/// the response's fields as a race).
+/// task is resumed and reads it from there. The lock is the happens-before edge ThreadSanitizer
+/// can see between the driver thread building the response and the caller reading it (the Swift
+/// runtime does not annotate a continuation resumed before its task has suspended, and TSan then
+/// reported the response's fields as a race).
 struct Completion: Sendable {
     let exchange: LockedState<Exchange>
     let continuation: CheckedContinuation<Void, Never>

@@ -247,6 +247,47 @@ final class Gate: Sendable {
     }
 }
 
+/// `Gate` for waiters that honour cancellation, as LoginKit's must (a cancelled caller stops waiting
+/// at once, the others wait on): each wait installs a cancellation handler and is queued under a
+/// ticket that the handler can remove. The least such a waiter costs.
+final class CancellableGate: Sendable {
+    private struct State {
+        var waiters: [(ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)]? = []
+        var cancelled: Set<UInt64> = []
+    }
+    private let state = Mutex(State())
+    private let tickets = Atomic<UInt64>(0)
+
+    func wait() async throws {
+        let ticket = tickets.wrappingAdd(1, ordering: .relaxed).oldValue
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let result = state.withLock { state -> Result<Void, any Error>? in
+                    guard state.waiters != nil else { return .success(()) }
+                    if state.cancelled.remove(ticket) != nil { return .failure(CancellationError()) }
+                    state.waiters?.append((ticket, continuation))
+                    return nil
+                }
+                if let result { continuation.resume(with: result) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                guard let index = state.waiters?.firstIndex(where: { $0.ticket == ticket }) else {
+                    if state.waiters != nil { state.cancelled.insert(ticket) }
+                    return nil
+                }
+                return state.waiters?.remove(at: index).continuation
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state in defer { state.waiters = nil }; return state.waiters ?? [] }
+        for waiter in waiters { waiter.continuation.resume() }
+    }
+}
+
 /// The identity provider a storm runs against: the dev server in its own process (as in
 /// production and `loginkit demo`, where the provider is not in the caller's process), or in the
 /// bench's process, where its request handlers queue on the same two pool threads as the storm's
@@ -404,6 +445,36 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
         results["floor_p99_ms_1000"] = percentile(floor, 0.5) * 1e3
         results["floor_cpu_us_per_task"] = percentile(floorCPU, 0.5) * 1e6
         results["floor_allocs_per_task"] = cbench_malloc_count() < 0 ? .nan : percentile(floorAllocations, 0.5)
+        // The same with waits that honour cancellation (`CancellableGate`), as LoginKit's waiters must.
+        var cancellable: [Double] = [], cancellableCPU: [Double] = [], cancellableAllocations: [Double] = []
+        for _ in 0..<rounds {
+            let gate = CancellableGate()
+            let allocationsBefore = cbench_malloc_count()
+            let cpuBefore = cpuSeconds()
+            let start = clock.now
+            let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
+                group.addTask {
+                    try? await clock.sleep(for: refresh)
+                    gate.open()
+                    return -1
+                }
+                for _ in 0..<1000 {
+                    group.addTask {
+                        try await gate.wait()
+                        return seconds(clock.now - start)
+                    }
+                }
+                var all: [Double] = []
+                for try await latency in group where latency >= 0 { all.append(latency) }
+                return all
+            }
+            cancellableCPU.append((cpuSeconds() - cpuBefore) / 1000)
+            cancellableAllocations.append(Double(cbench_malloc_count() - allocationsBefore) / 1000)
+            cancellable.append(percentile(latencies, 0.99))
+        }
+        results["cancellable_floor_p99_ms_1000"] = percentile(cancellable, 0.5) * 1e3
+        results["cancellable_floor_cpu_us_per_task"] = percentile(cancellableCPU, 0.5) * 1e6
+        results["cancellable_floor_allocs_per_task"] = cbench_malloc_count() < 0 ? .nan : percentile(cancellableAllocations, 0.5)
         emit(results)
     }
 }
