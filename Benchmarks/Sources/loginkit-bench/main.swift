@@ -228,7 +228,13 @@ func expire(_ store: some TokenStore) async throws {
 }
 
 /// An event tasks wait for, opened once.
-final class Gate: Sendable {
+/// What the storm's floors wait on: opened once, after the refresh's time.
+protocol StormGate: Sendable {
+    func wait() async throws
+    func open()
+}
+
+final class Gate: StormGate {
     private let waiters = Mutex<[CheckedContinuation<Void, Never>]?>([])
 
     func wait() async {
@@ -250,7 +256,7 @@ final class Gate: Sendable {
 /// `Gate` for waiters that honour cancellation, as LoginKit's must (a cancelled caller stops waiting
 /// at once, the others wait on): each wait installs a cancellation handler and is queued under a
 /// ticket that the handler can remove. The least such a waiter costs.
-final class CancellableGate: Sendable {
+final class CancellableGate: StormGate {
     private struct State {
         var waiters: [(ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)]? = []
         var cancelled: Set<UInt64> = []
@@ -413,68 +419,40 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
         }
         // The floor: 1000 bare tasks started together, each waiting for one shared event that
         // fires after the median refresh time (a sleep, so it costs the two cores nothing) —
-        // what any "1000 callers, one refresh" costs here before LoginKit does anything.
-        var floor: [Double] = []
+        // what any "1000 callers, one refresh" costs here before LoginKit does anything. Then the
+        // same with waits that honour cancellation (`CancellableGate`), as LoginKit's waiters must.
         let refresh = Duration.microseconds(Int(percentile(single, 0.5) * 1e6))
-        var floorAllocations: [Double] = [], floorCPU: [Double] = []
-        for _ in 0..<rounds {
-            let gate = Gate()
-            let allocationsBefore = cbench_malloc_count()
-            let cpuBefore = cpuSeconds()
-            let start = clock.now
-            let latencies = await withTaskGroup(of: Double.self) { group in
-                group.addTask {
-                    try? await clock.sleep(for: refresh)
-                    gate.open()
-                    return -1
-                }
-                for _ in 0..<1000 {
+        for (name, makeGate) in [("floor", { Gate() as any StormGate }), ("cancellable_floor", { CancellableGate() })] {
+            var p99: [Double] = [], cpu: [Double] = [], allocations: [Double] = []
+            for _ in 0..<rounds {
+                let gate = makeGate()
+                let allocationsBefore = cbench_malloc_count()
+                let cpuBefore = cpuSeconds()
+                let start = clock.now
+                let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
                     group.addTask {
-                        await gate.wait()
-                        return seconds(clock.now - start)
+                        try? await clock.sleep(for: refresh)
+                        gate.open()
+                        return -1
                     }
-                }
-                var all: [Double] = []
-                for await latency in group where latency >= 0 { all.append(latency) }
-                return all
-            }
-            floorCPU.append((cpuSeconds() - cpuBefore) / 1000)
-            floorAllocations.append(Double(cbench_malloc_count() - allocationsBefore) / 1000)
-            floor.append(percentile(latencies, 0.99))
-        }
-        results["floor_p99_ms_1000"] = percentile(floor, 0.5) * 1e3
-        results["floor_cpu_us_per_task"] = percentile(floorCPU, 0.5) * 1e6
-        results["floor_allocs_per_task"] = cbench_malloc_count() < 0 ? .nan : percentile(floorAllocations, 0.5)
-        // The same with waits that honour cancellation (`CancellableGate`), as LoginKit's waiters must.
-        var cancellable: [Double] = [], cancellableCPU: [Double] = [], cancellableAllocations: [Double] = []
-        for _ in 0..<rounds {
-            let gate = CancellableGate()
-            let allocationsBefore = cbench_malloc_count()
-            let cpuBefore = cpuSeconds()
-            let start = clock.now
-            let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
-                group.addTask {
-                    try? await clock.sleep(for: refresh)
-                    gate.open()
-                    return -1
-                }
-                for _ in 0..<1000 {
-                    group.addTask {
-                        try await gate.wait()
-                        return seconds(clock.now - start)
+                    for _ in 0..<1000 {
+                        group.addTask {
+                            try await gate.wait()
+                            return seconds(clock.now - start)
+                        }
                     }
+                    var all: [Double] = []
+                    for try await latency in group where latency >= 0 { all.append(latency) }
+                    return all
                 }
-                var all: [Double] = []
-                for try await latency in group where latency >= 0 { all.append(latency) }
-                return all
+                cpu.append((cpuSeconds() - cpuBefore) / 1000)
+                allocations.append(Double(cbench_malloc_count() - allocationsBefore) / 1000)
+                p99.append(percentile(latencies, 0.99))
             }
-            cancellableCPU.append((cpuSeconds() - cpuBefore) / 1000)
-            cancellableAllocations.append(Double(cbench_malloc_count() - allocationsBefore) / 1000)
-            cancellable.append(percentile(latencies, 0.99))
+            results["\(name)_p99_ms_1000"] = percentile(p99, 0.5) * 1e3
+            results["\(name)_cpu_us_per_task"] = percentile(cpu, 0.5) * 1e6
+            results["\(name)_allocs_per_task"] = cbench_malloc_count() < 0 ? .nan : percentile(allocations, 0.5)
         }
-        results["cancellable_floor_p99_ms_1000"] = percentile(cancellable, 0.5) * 1e3
-        results["cancellable_floor_cpu_us_per_task"] = percentile(cancellableCPU, 0.5) * 1e6
-        results["cancellable_floor_allocs_per_task"] = cbench_malloc_count() < 0 ? .nan : percentile(cancellableAllocations, 0.5)
         emit(results)
     }
 }
