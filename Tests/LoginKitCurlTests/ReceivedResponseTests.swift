@@ -51,6 +51,20 @@ struct ReceivedResponseTests {
         #expect(response.headerFields[values: .setCookie] == ["a=1", "b=2"])
     }
 
+    /// Kept header lines are reused only for the same bytes: a `memcmp` for native strings.
+    @Test func sameBytesComparesBytesNotCharacters() {
+        #expect(Transfer.sameBytes("", ""))
+        #expect(Transfer.sameBytes("application/json", "application/json"))
+        #expect(!Transfer.sameBytes("ab", "ac"))
+        #expect(!Transfer.sameBytes("ab", "a"))
+        #expect(!Transfer.sameBytes("", "a"))
+        #expect(!Transfer.sameBytes("X-Attempt", "x-attempt"))
+        #expect("\u{E9}" == "e\u{301}")  // equal as Swift strings…
+        #expect(!Transfer.sameBytes("\u{E9}", "e\u{301}"))  // …not as bytes
+        let substring = "prefix-value"[...].dropFirst(7)  // a string built from a slice
+        #expect(Transfer.sameBytes(String(substring), "value"))
+    }
+
     @Test func noFieldsIsAnEmptyHead() {
         let response = ReceivedResponse(status: 204, fieldCount: 0, head: [], body: Data()).response()
         #expect(response.status.code == 204)

@@ -58,12 +58,17 @@ package struct LockedState<Value>: @unchecked Sendable {  // safe: the proof is 
     /// Runs `body` with the value while holding the lock. Do not await or re-enter inside.
     @inlinable
     package func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
-        // The pointers stay valid while `storage` lives, and it lives for this whole call: `self`
-        // is a borrowed (guaranteed) argument, which the caller keeps alive until the call returns.
-        // (A `withExtendedLifetime(storage)` here fetched the generic class's metadata on every lock.)
+        // The pointers stay valid while `storage` lives. `withUnsafeMutablePointers` promises them
+        // only inside its closure (which cannot forward `throws(E)` and `sending`), so `storage` is
+        // kept alive past the unlock explicitly: `_fixLifetime`, as `ManagedBuffer` itself does
+        // (transparent: no code, no metadata; `withExtendedLifetime` fetched the generic class's
+        // metadata on every lock).
         let (value, mutex) = storage.withUnsafeMutablePointers { ($0, $1) }
         pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        defer {
+            pthread_mutex_unlock(mutex)
+            _fixLifetime(storage)
+        }
         return try body(&value.pointee)
     }
 }
