@@ -47,7 +47,8 @@ struct Completion: Sendable {
 
 /// Work for the driver thread, applied in the order it was enqueued.
 enum DriverCommand: Sendable {
-    case add(Submission)
+    /// A transfer its caller has configured, to add to the multi handle.
+    case add(Transfer)
     case cancel(UInt64)
 }
 
@@ -74,8 +75,9 @@ final class MultiHandle: @unchecked Sendable {  // safe: see the proof above
     }
 }
 
-/// The state shared between callers and the driver thread: a command queue under a mutex, and
-/// the multi handle for wake-ups. The transfers themselves live in `CurlLoop`, on the thread.
+/// The state shared between callers and the driver thread: a command queue under a mutex, the
+/// spare easy handles under another, and the multi handle for wake-ups. The transfers in flight
+/// live in `CurlLoop`, on the thread.
 ///
 /// The driver is also a `TaskExecutor` (SE-0417): jobs of tasks that prefer it run on the driver
 /// thread between two `curl_multi_poll`s. A request sent from such a task costs no thread hop at
@@ -110,6 +112,11 @@ final class CurlDriver: TaskExecutor {
     let thread = LockedState<pthread_t?>(nil)
     /// Easy handles created so far (tests check that handles are recycled, not replaced).
     let createdHandles = Atomic<Int>(0)
+    /// Handles between two transfers, with the client's options and their caches: a caller takes
+    /// one to configure its request on its own thread (`takeHandle`), the driver thread puts it
+    /// back when the transfer has left the multi handle (`recycle`). `nil` once the thread stopped.
+    private let spareHandles = LockedState<[EasyHandle]?>([])
+    private let maximumSpareHandles = 64
 
     private init(multi: MultiHandle, configuration: CurlHTTPClient.Configuration) {
         self.multi = multi
@@ -141,6 +148,42 @@ final class CurlDriver: TaskExecutor {
         }
         pthread_detach(thread)
         return driver
+    }
+
+    /// A handle with the client's options for a caller to configure: a spare one, or a new one;
+    /// `.shutdown` once the thread has stopped (no handle is made for a request that would be refused).
+    func takeHandle() -> Result<EasyHandle, NetworkError> {
+        let (spare, stopped) = spareHandles.withLock { spares in (spares?.popLast(), spares == nil) }
+        if let spare { return .success(spare) }
+        if stopped { return .failure(NetworkError(.shutdown, "the HTTP client was shut down")) }
+        guard let handle = EasyHandle() else {
+            return .failure(NetworkError(.other, "libcurl could not create an easy handle"))
+        }
+        createdHandles.add(1, ordering: .relaxed)
+        let code = handle.applyClientOptions(configuration)
+        guard code == CURLE_OK else { return .failure(Transfer.refusedOption(code)) }
+        return .success(handle)
+    }
+
+    /// Takes back the handle of a transfer that is not (or no longer) in the multi handle: libcurl
+    /// lets go of the transfer's header lines and callback context first. Kept for the next request
+    /// unless there are enough spares or the thread has stopped.
+    func recycle(_ transfer: Transfer) {
+        transfer.handle.detachFromTransfer()
+        transfer.releaseResources()
+        let handle = transfer.handle
+        spareHandles.withLock { spares in
+            if let count = spares?.count, count < maximumSpareHandles { spares?.append(handle) }
+        }
+    }
+
+    /// The thread is stopping: spare handles are freed, and later ones are not kept.
+    func dropSpareHandles() {
+        let dropped = spareHandles.withLock { spares in
+            defer { spares = nil }
+            return spares ?? []
+        }
+        _ = dropped  // freed here, outside the lock
     }
 
     /// Queues a command and wakes the thread if it sleeps; `false` when the driver is shutting down.

@@ -91,19 +91,42 @@ public final class CurlHTTPClient: HTTPTransport {
                     id: id, url: url, bypassesProxy: parts.isLoopback, request: request, body: body,
                     continuation: Completion(exchange: exchange, continuation: continuation)
                 )
+                // A task already cancelled takes no handle (the phase below settles any later race).
+                if Task.isCancelled {
+                    submission.continuation.resume(throwing: CancellationError())
+                    return
+                }
+                // The request's options are set here, on the caller's thread: the driver thread,
+                // which every transfer of the client goes through, only adds the handle.
+                let transfer: Transfer
+                switch driver.takeHandle() {
+                case .success(let handle):
+                    transfer = Transfer(submission: submission, handle: handle, configuration: driver.configuration)
+                case .failure(let error):
+                    submission.continuation.resume(throwing: error)
+                    return
+                }
+                if let failure = transfer.configure() {
+                    driver.recycle(transfer)
+                    submission.continuation.resume(throwing: failure)
+                    return
+                }
                 // Lock order: the exchange's lock, then the driver's (`enqueue`). The driver
                 // thread takes an exchange's lock only to publish an outcome (`Completion`), never
                 // while it holds its own state's lock: keep it so, or the two deadlock.
                 let outcome = exchange.withLock { exchange -> SubmitOutcome in
                     guard exchange.phase == .new else { return .cancelled }
-                    guard driver.enqueue(.add(submission)) else { return .shutDown }
+                    guard driver.enqueue(.add(transfer)) else { return .shutDown }
                     exchange.phase = .submitted
                     return .submitted
                 }
                 switch outcome {
                 case .submitted: break
-                case .cancelled: submission.continuation.resume(throwing: CancellationError())
+                case .cancelled:
+                    driver.recycle(transfer)
+                    submission.continuation.resume(throwing: CancellationError())
                 case .shutDown:
+                    driver.recycle(transfer)
                     submission.continuation.resume(throwing: NetworkError(.shutdown, "the HTTP client was shut down"))
                 }
             }

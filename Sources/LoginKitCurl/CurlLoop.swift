@@ -14,13 +14,12 @@ import Musl
 import Darwin
 #endif
 
-/// The driver thread's side: every easy handle and transfer, touched by this thread only.
+/// The driver thread's side: the transfers in the multi handle, touched by this thread only while
+/// they are in it (their callers configured them before: `CurlHTTPClient.send`).
 final class CurlLoop {
     private let driver: CurlDriver
     private var transfers: [UInt64: Transfer] = [:]
     private var idsByHandle: [UnsafeMutableRawPointer: UInt64] = [:]
-    private var spareHandles: [EasyHandle] = []
-    private let maximumSpareHandles = 64
 
     init(driver: CurlDriver) {
         self.driver = driver
@@ -50,11 +49,12 @@ final class CurlLoop {
             defer { commands.removeAll(keepingCapacity: true) }
             for command in commands {
                 switch command {
-                case .add(let submission):
+                case .add(let transfer):
                     if shutdownRequested {
-                        submission.continuation.resume(throwing: Self.shutdownError)
+                        recycle(transfer)
+                        transfer.continuation.resume(throwing: Self.shutdownError)
                     } else {
-                        start(submission)
+                        start(transfer)
                     }
                 case .cancel(let id):
                     cancel(id)
@@ -89,39 +89,18 @@ final class CurlLoop {
 
     // MARK: Starting and finishing transfers
 
-    private func start(_ submission: Submission) {
-        guard let handle = spareHandles.popLast() ?? newHandle(for: submission) else { return }
-        let transfer = Transfer(submission: submission, handle: handle, configuration: driver.configuration)
-        if let failure = transfer.configure() {
-            recycle(transfer)
-            submission.continuation.resume(throwing: failure)
-            return
-        }
-        let added = curl_multi_add_handle(driver.multi.raw, handle.raw)
+    /// Adds a transfer its caller has configured (`CurlHTTPClient.send`) to the multi handle.
+    private func start(_ transfer: Transfer) {
+        let added = curl_multi_add_handle(driver.multi.raw, transfer.handle.raw)
         guard added == CURLM_OK else {
             recycle(transfer)
-            submission.continuation.resume(
+            transfer.continuation.resume(
                 throwing: NetworkError(.other, "libcurl refused the transfer (multi code \(added.rawValue))")
             )
             return
         }
-        transfers[submission.id] = transfer
-        idsByHandle[handle.raw] = submission.id
-    }
-
-    /// A handle with the client's options, or `nil` after failing `submission`.
-    private func newHandle(for submission: Submission) -> EasyHandle? {
-        guard let handle = EasyHandle() else {
-            submission.continuation.resume(throwing: NetworkError(.other, "libcurl could not create an easy handle"))
-            return nil
-        }
-        driver.createdHandles.add(1, ordering: .relaxed)
-        let code = handle.applyClientOptions(driver.configuration)
-        guard code == CURLE_OK else {
-            submission.continuation.resume(throwing: Transfer.refusedOption(code))
-            return nil
-        }
-        return handle
+        transfers[transfer.id] = transfer
+        idsByHandle[transfer.handle.raw] = transfer.id
     }
 
     private func collectFinishedTransfers() {
@@ -155,11 +134,7 @@ final class CurlLoop {
 
     /// Keeps the handle (with the client's options, and its caches) for the next transfer.
     private func recycle(_ transfer: Transfer) {
-        transfer.handle.detachFromTransfer()
-        transfer.releaseResources()
-        if spareHandles.count < maximumSpareHandles {
-            spareHandles.append(transfer.handle)
-        }
+        driver.recycle(transfer)
     }
 
     private func failAllAndStop(executor: UnownedTaskExecutor) {
@@ -169,7 +144,7 @@ final class CurlLoop {
             transfer.releaseResources()
             transfer.continuation.resume(throwing: Self.shutdownError)
         }
-        spareHandles.removeAll()
+        driver.dropSpareHandles()
         // Commands that raced the shutdown flag were refused by `enqueue`; any left are failed here.
         let (leftovers, jobs, waiters) = driver.state.withLock { state in
             state.stopped = true
@@ -179,8 +154,9 @@ final class CurlLoop {
             state.stopWaiters.removeAll()
             return result
         }
-        for case .add(let submission) in leftovers {
-            submission.continuation.resume(throwing: Self.shutdownError)
+        for case .add(let transfer) in leftovers {
+            recycle(transfer)
+            transfer.continuation.resume(throwing: Self.shutdownError)
         }
         // Jobs accepted before `stopped` was set run here, once; later ones go to the global
         // executor (`CurlDriver.enqueue`).

@@ -1,15 +1,25 @@
 internal import CCurl
 import HTTPTypes
 
-/// Owns one `CURL` easy handle and its error buffer; recycled between transfers on the driver
-/// thread. Never leaves that thread.
+/// Owns one `CURL` easy handle and its error buffer; recycled between transfers.
+///
+/// Why `@unchecked Sendable` is safe: libcurl lets a handle move between threads as long as one
+/// thread at a time uses it, and so does LoginKit. A caller takes a spare handle from the driver's
+/// list under its lock, or makes and sets up a new one (`CurlDriver.takeHandle`), configures it
+/// alone, and hands it to the driver thread inside its `Transfer` under the driver's lock; that
+/// thread alone uses it while the transfer runs, and puts it back under the list's lock once it
+/// has left the multi handle (`CurlDriver.recycle`). A caller whose transfer was never queued
+/// (configuration refused, cancelled, shut down) puts it back itself. Each hand-off goes through a
+/// lock, which orders the threads' accesses. `deinit` (`curl_easy_cleanup`) runs on whichever thread
+/// drops the last reference — a handle not kept (the list full, the thread stopped) or its last
+/// transfer's — always after the handle left the multi handle, with no other thread holding it.
 ///
 /// A handle is set up once with the client's options (`applyClientOptions`), which are the same
 /// for every request of the client; a transfer then sets only its own (URL, proxy, method and body,
 /// headers, callback context), and every one of those on every transfer, so nothing of a previous
 /// request carries over. Recycling does not call `curl_easy_reset`: that freed and copied again a
 /// dozen options per request (docs/benchmarks.md, "HTTP").
-final class EasyHandle {
+final class EasyHandle: @unchecked Sendable {  // safe: see the proof above
     let raw: UnsafeMutableRawPointer
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// The proxy choice last set on this handle (`true`: loopback, no proxy); `nil` before the first.

@@ -14,10 +14,20 @@ import Musl
 import Darwin
 #endif
 
-/// One request in flight on the driver thread: its options, the response being received, and the
-/// caller's continuation. Reached from libcurl's callbacks through an unretained pointer; the loop's
-/// `transfers` table keeps it alive until the transfer is removed from the multi handle.
-final class Transfer {
+/// One request: its options, the response being received, and the caller's continuation. Reached
+/// from libcurl's callbacks through an unretained pointer; the loop's `transfers` table keeps it
+/// alive until the transfer is removed from the multi handle.
+///
+/// Why `@unchecked Sendable` is safe: a transfer is used by one thread at a time, and handed from
+/// one to the next under a lock. The calling task makes and configures it (`CurlHTTPClient.send`:
+/// the per-request options are set there, off the driver thread that every transfer of a client
+/// goes through), then queues it in a `DriverCommand` under the driver's lock and does not touch it
+/// again; from then on only the driver thread does (libcurl's callbacks run on that thread). The
+/// caller's local reference lives on until its closure returns, so the last release, and `deinit`,
+/// may happen on the caller's thread after the driver is done: reference counting orders that after
+/// the driver's last access, and `deinit` only frees lines `recycle` has already released. A
+/// transfer refused before it is queued (cancelled, shut down) never leaves its caller.
+final class Transfer: @unchecked Sendable {  // safe: see the proof above
     let handle: EasyHandle
     let continuation: Completion
     private let submission: Submission
@@ -37,6 +47,9 @@ final class Transfer {
     /// response's head reach 300 KB: four-byte lines (`a:` CR LF) would pass the trap. No real
     /// response comes near this.
     static let maximumHeaderFields = 1_000
+
+    /// The request's id (`cancel` commands name it).
+    var id: UInt64 { submission.id }
 
     init(submission: Submission, handle: EasyHandle, configuration: CurlHTTPClient.Configuration) {
         self.submission = submission

@@ -337,6 +337,10 @@ struct CurlHTTPClientTests {
             let error = await thrown { try await task.value }
             #expect(error is CancellationError)
             #expect(server.monitor.requestCount(path: "/test/status/200") == 0)
+            // The handle the cancelled request took (and configured) went back to the spares.
+            let (response, _) = try await client.send(.get, url)
+            #expect(response.status == .ok)
+            #expect(client.driver.createdHandles.load(ordering: .relaxed) == 1)
         }
     }
 
@@ -424,9 +428,59 @@ struct CurlHTTPClientTests {
             let error = await thrown { try await request.value }
             #expect((error as? NetworkError)?.code == .shutdown)
         }
+        let created = client.driver.createdHandles.load(ordering: .relaxed)
         let later = await thrown { try await client.send(.get, server.url("/test/status/200")) }
         #expect((later as? NetworkError)?.code == .shutdown)
+        #expect(client.driver.createdHandles.load(ordering: .relaxed) == created, "no handle is made for a refused request")
         await client.shutdown()  // idempotent
+        await server.stop()
+    }
+
+    /// A caller that took a handle and configured its transfer just before the client stopped (the
+    /// race `send` meets): the driver refuses the transfer, the caller puts the handle back and the
+    /// stopped driver drops it; no handle is handed out afterwards. A transfer wrongly accepted
+    /// would never be resumed: the suite's time limit fails the test then.
+    @Test func aTransferConfiguredAcrossAShutdownIsRefusedAndItsHandleDropped() async throws {
+        let server = try await DevServer.start(configuration: .quiet)
+        let client = try CurlHTTPClient()
+        let driver = client.driver
+        guard case .success(let handle) = driver.takeHandle() else {
+            Issue.record("no handle before the shutdown")
+            return
+        }
+        await client.shutdown()
+        let url = server.url("/test/status/200")
+        let parsed = try #require(URL(string: url))
+        let authority = "\(try #require(parsed.host)):\(try #require(parsed.port))"
+        let request = HTTPRequest(method: .get, scheme: "http", authority: authority, path: "/test/status/200")
+        let exchange = LockedState(Exchange())
+        let queued = LockedState<Bool?>(nil)
+        let refusedOption = LockedState<NetworkError?>(nil)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let completion = Completion(exchange: exchange, continuation: continuation)
+            let submission = Submission(id: 1, url: url, bypassesProxy: true, request: request, body: nil, continuation: completion)
+            let transfer = Transfer(submission: submission, handle: handle, configuration: driver.configuration)
+            refusedOption.withLock { $0 = transfer.configure() }
+            let accepted = driver.enqueue(.add(transfer))
+            queued.withLock { $0 = accepted }
+            if !accepted {
+                driver.recycle(transfer)
+                completion.resume(throwing: NetworkError(.shutdown, "the HTTP client was shut down"))
+            }
+        }
+        #expect(refusedOption.withLock { $0 } == nil)
+        #expect(queued.withLock { $0 } == false)
+        let outcome = exchange.withLock { $0.outcome }
+        if case .failure(let error as NetworkError) = outcome {
+            #expect(error.code == .shutdown)
+        } else {
+            Issue.record("the refused transfer has no shutdown outcome")
+        }
+        guard case .failure(let error) = driver.takeHandle() else {
+            Issue.record("a handle was handed out after the shutdown")
+            return
+        }
+        #expect(error.code == .shutdown)
         await server.stop()
     }
 
