@@ -116,6 +116,8 @@ final class CurlDriver: TaskExecutor {
     /// one to configure its request on its own thread (`takeHandle`), the driver thread puts it
     /// back when the transfer has left the multi handle (`recycle`). `nil` once the thread stopped.
     private let spareHandles = LockedState<[EasyHandle]?>([])
+    /// What a request gets once the client is shutting down.
+    static let shutdownError = NetworkError(.shutdown, "the HTTP client was shut down")
     private let maximumSpareHandles = 64
 
     private init(multi: MultiHandle, configuration: CurlHTTPClient.Configuration) {
@@ -155,7 +157,7 @@ final class CurlDriver: TaskExecutor {
     func takeHandle() -> Result<EasyHandle, NetworkError> {
         let (spare, stopped) = spareHandles.withLock { spares in (spares?.popLast(), spares == nil) }
         if let spare { return .success(spare) }
-        if stopped { return .failure(NetworkError(.shutdown, "the HTTP client was shut down")) }
+        if stopped { return .failure(Self.shutdownError) }
         guard let handle = EasyHandle() else {
             return .failure(NetworkError(.other, "libcurl could not create an easy handle"))
         }

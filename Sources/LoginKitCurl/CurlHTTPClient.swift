@@ -127,7 +127,7 @@ public final class CurlHTTPClient: HTTPTransport {
                     submission.continuation.resume(throwing: CancellationError())
                 case .shutDown:
                     driver.recycle(transfer)
-                    submission.continuation.resume(throwing: NetworkError(.shutdown, "the HTTP client was shut down"))
+                    submission.continuation.resume(throwing: CurlDriver.shutdownError)
                 }
             }
             guard let result = exchange.withLock({ $0.outcome }) else {

@@ -51,8 +51,8 @@ final class CurlLoop {
                 switch command {
                 case .add(let transfer):
                     if shutdownRequested {
-                        recycle(transfer)
-                        transfer.continuation.resume(throwing: Self.shutdownError)
+                        driver.recycle(transfer)
+                        transfer.continuation.resume(throwing: CurlDriver.shutdownError)
                     } else {
                         start(transfer)
                     }
@@ -85,15 +85,13 @@ final class CurlLoop {
         failAllAndStop(executor: executor)
     }
 
-    private static let shutdownError = NetworkError(.shutdown, "the HTTP client was shut down")
-
     // MARK: Starting and finishing transfers
 
     /// Adds a transfer its caller has configured (`CurlHTTPClient.send`) to the multi handle.
     private func start(_ transfer: Transfer) {
         let added = curl_multi_add_handle(driver.multi.raw, transfer.handle.raw)
         guard added == CURLM_OK else {
-            recycle(transfer)
+            driver.recycle(transfer)
             transfer.continuation.resume(
                 throwing: NetworkError(.other, "libcurl refused the transfer (multi code \(added.rawValue))")
             )
@@ -114,7 +112,7 @@ final class CurlLoop {
             }
             detach(id: id, transfer: transfer)
             let result = transfer.result(code: code)
-            recycle(transfer)
+            driver.recycle(transfer)
             transfer.continuation.resume(with: result)
         }
     }
@@ -122,7 +120,7 @@ final class CurlLoop {
     private func cancel(_ id: UInt64) {
         guard let transfer = transfers[id] else { return }  // already finished
         detach(id: id, transfer: transfer)
-        recycle(transfer)
+        driver.recycle(transfer)
         transfer.continuation.resume(throwing: CancellationError())
     }
 
@@ -132,17 +130,12 @@ final class CurlLoop {
         idsByHandle[transfer.handle.raw] = nil
     }
 
-    /// Keeps the handle (with the client's options, and its caches) for the next transfer.
-    private func recycle(_ transfer: Transfer) {
-        driver.recycle(transfer)
-    }
-
     private func failAllAndStop(executor: UnownedTaskExecutor) {
         for (id, transfer) in transfers {
             detach(id: id, transfer: transfer)
             transfer.handle.detachFromTransfer()  // libcurl lets go of the header lines first
             transfer.releaseResources()
-            transfer.continuation.resume(throwing: Self.shutdownError)
+            transfer.continuation.resume(throwing: CurlDriver.shutdownError)
         }
         driver.dropSpareHandles()
         // Commands that raced the shutdown flag were refused by `enqueue`; any left are failed here.
@@ -155,8 +148,8 @@ final class CurlLoop {
             return result
         }
         for case .add(let transfer) in leftovers {
-            recycle(transfer)
-            transfer.continuation.resume(throwing: Self.shutdownError)
+            driver.recycle(transfer)
+            transfer.continuation.resume(throwing: CurlDriver.shutdownError)
         }
         // Jobs accepted before `stopped` was set run here, once; later ones go to the global
         // executor (`CurlDriver.enqueue`).
