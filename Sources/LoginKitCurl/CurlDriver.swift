@@ -81,9 +81,9 @@ final class MultiHandle: @unchecked Sendable {  // safe: see the proof above
 ///
 /// The driver is also a `TaskExecutor` (SE-0417): jobs of tasks that prefer it run on the driver
 /// thread between two `curl_multi_poll`s. A request sent from such a task costs no thread hop at
-/// all — the submission is picked up and the completion resumes the task on the same thread. Jobs
-/// that arrive after the thread has stopped go to the global concurrent executor, so nothing that
-/// prefers a stopped client is ever stranded.
+/// all — its transfer is configured and added on that thread, and the completion resumes the task
+/// there too. Jobs that arrive after the thread has stopped go to the global concurrent executor,
+/// so nothing that prefers a stopped client is ever stranded.
 final class CurlDriver: TaskExecutor {
     struct State {
         var commands: [DriverCommand] = []
