@@ -52,6 +52,75 @@ struct CachedPathTests {
         }
     }
 
+    /// A look that failed (here `ENOTDIR`, not "no such file") is never trusted, even within the
+    /// recheck interval: each stamp is a new one, so the caller takes the store's own path, which
+    /// reports the error. The lock-free path must not serve a stamp published by a failed look.
+    @Test func aFailedLookIsNeverTrustedEvenWithinTheRecheckInterval() async throws {
+        try await withTemporaryDirectory { directory in
+            let file = directory + "/not-a-directory"
+            #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+            let watch = StoreFileWatch(path: file + "/tokens.json")  // the default 10 ms interval
+            let first = watch.stamp()
+            let second = watch.stamp()
+            #expect(second != first)
+            #expect(watch.stamp() != second)
+        }
+    }
+
+    /// Between two looks a stamp is read without the lock: concurrent readers never see it go back,
+    /// and the store's own write is seen by the writer as soon as it returns.
+    @Test func theLockFreeStampNeverGoesBackAndSeesTheStoresOwnWrite() async throws {
+        try await withTemporaryDirectory { directory in
+            let watch = StoreFileWatch(path: directory + "/tokens.json", recheckInterval: 1_000_000_000)
+            _ = watch.stamp()  // the first look publishes a look time: later reads take the lock-free path
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        var last = watch.stamp()
+                        for _ in 0..<20_000 {
+                            let now = watch.stamp()
+                            #expect(now >= last)
+                            if now < last { return }
+                            last = now
+                        }
+                    }
+                }
+                group.addTask {
+                    var last = watch.stamp()
+                    for _ in 0..<5_000 {
+                        watch.changed(to: nil)
+                        let now = watch.stamp()
+                        #expect(now > last, "the writer's own change is seen at once")
+                        if now <= last { return }
+                        last = now
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    /// The mirror of the machine's epoch and logout phase that token calls read without a lock
+    /// follows a logout from its start to its end.
+    @Test func theLockFreeMirrorFollowsALogout() async throws {
+        let api = MockAuthAPI()
+        let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0))])
+        let service = AuthService(api: api, store: store, clock: ManualClock(start: Race.t0))
+        #expect(service.currentEpoch == 0)
+        #expect(service.mayHandOut(startedIn: 0))
+        let logout = Task { await service.logOut() }
+        let revoke = await api.nextRevoke()  // the logout has begun
+        #expect(!service.mayHandOut(startedIn: 0), "no hand-outs once a logout has begun")
+        #expect(!service.mayHandOut(startedIn: service.currentEpoch))
+        revoke.resume(returning: ())
+        _ = await logout.value
+        let epoch = service.currentEpoch
+        #expect(epoch != 0, "the logout ended the epoch")
+        #expect(service.mayHandOut(startedIn: epoch))
+        #expect(!service.mayHandOut(startedIn: 0), "nothing from before the logout")
+        api.verify()
+    }
+
     /// The stamp a stamped exclusive access answers is the one its own write produced (read before
     /// the lock was let go), and a transaction that changes nothing answers the current one.
     @Test(arguments: ["file", "memory"])

@@ -118,6 +118,24 @@ struct ConcurrencyPrimitiveTests {
         #expect(flight.isFinished == false)
     }
 
+    /// `wait()` runs on its caller's executor (here the main actor): a waiter cancelled there stops
+    /// waiting at once, and the other waiter on the same actor still gets the outcome.
+    @MainActor @Test func waitersOnAnActorAreCancelledAloneAndTheOthersGetTheOutcome() async throws {
+        let flight = Flight<Int>()
+        let arrived = Flight<Void>()
+        let cancelled = Task { @MainActor in
+            arrived.finish(with: .success(()))
+            return try await flight.wait()
+        }
+        let other = Task { @MainActor in try await flight.wait() }
+        try await arrived.wait()
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        #expect(!flight.isFinished)
+        flight.finish(with: .success(1))
+        #expect(try await other.value == 1)
+    }
+
     @Test func theTaskOwnerAwaitsItsTasksAndStartsNothingAfterShutdown() async throws {
         let owner = TaskOwner()
         let gate = Gate()

@@ -27,7 +27,8 @@ public struct SystemClock: AuthClock {
 extension Duration {
     /// The duration in seconds, as a `TimeInterval`.
     package var timeInterval: TimeInterval {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
+        let (seconds, attoseconds) = components  // one Int128 division, not two
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     /// `timeInterval` seconds, clamped to ±10⁹ s (a provider's absurd `expires_in` must not trap).

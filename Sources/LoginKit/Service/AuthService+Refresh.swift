@@ -57,20 +57,20 @@ extension AuthService {
         var now = decision.requestStart
         // The epoch this request began in: after waiting for another call's read, nothing from a
         // later epoch (a logout and a new login meanwhile) may be handed to it.
-        let startEpoch = served.withLock { $0.epoch }
+        let startEpoch = currentEpoch
         // At most two waits for another call's store read, then this call reads itself: bounded.
         var joinedReads = 0
         while true {
-            if let current = stamp, let remembered = served.withLock({ $0.remembered(ifStamp: current) }) {
-                if decision.servesAsItIs(remembered.profile, now: now) {
-                    return remembered.credentials
+            // The remembered profile and the running refresh, in one acquisition of the lock; the
+            // decision on the profile's dates alone (no copy of its strings).
+            if let current = stamp, let cached = served.withLock({ $0.cached(ifStamp: current) }) {
+                if decision.servesAsItIs(cached.remembered.timing, now: now) {
+                    return cached.remembered.credentials
                 }
                 // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
                 // step would read the store again (two hops and a stat each, serialised) to answer
                 // "wait for it"; they wait for it at once.
-                if decision.verdict(for: remembered.profile, now: now) == .refresh,
-                    let running = served.withLock({ $0.runningRefresh(ifStamp: current) })
-                {
+                if let running = cached.refresh, decision.verdict(for: cached.remembered.timing, now: now) == .refresh {
                     sharedRefreshWaits.increment()
                     return try await awaitRefresh(running.flight, kind: kind, startedIn: running.epoch)
                 }
@@ -101,7 +101,7 @@ extension AuthService {
     /// (what comes next may be a new login's), and the store's stamp and the time are taken again
     /// (the wait may have lasted: a keyring look-up, another process's change).
     nonisolated private func afterJoin(_ startEpoch: UInt64, stamp: inout UInt64?, now: inout Date) throws {
-        guard served.withLock({ $0.mayHandOut(startedIn: startEpoch) }) else { throw loggedOut() }
+        guard mayHandOut(startedIn: startEpoch) else { throw loggedOut() }
         stamp = stamps?.changeStamp()
         now = clock.now
     }
@@ -178,8 +178,8 @@ extension AuthService {
     /// new token of the kind asked (no new ID token) or one that has already expired.
     nonisolated(nonsending) private func awaitRefresh(_ flight: Flight<SharedCredentials>, kind: TokenKind, startedIn epoch: UInt64) async throws -> SharedCredentials {
         let shared = try await flight.wait()
-        guard served.withLock({ $0.mayHandOut(startedIn: epoch) }) else { throw loggedOut() }
-        if let expiry = kind.expiry(of: shared.credentials), expiry <= clock.now {
+        guard mayHandOut(startedIn: epoch) else { throw loggedOut() }
+        if let expiry = shared.expiry(of: kind), expiry <= clock.now {
             throw LoginRequiredError(
                 .cannotRefresh, profile: profileName,
                 kind == .idToken

@@ -5,6 +5,7 @@ import Foundation
 #endif
 public import Logging
 import LoginKitHTTP
+import Synchronization
 
 /// Logs in, hands out valid tokens to any number of concurrent callers, and refreshes them exactly
 /// once when due — in this process and, through the store's lock, across processes.
@@ -89,13 +90,21 @@ public actor AuthService: AuthServiceProtocol {
     var machine = AuthStateMachine() {
         didSet {
             if machine.epoch != oldValue.epoch || machine.phase != oldValue.phase {
-                served.withLock { $0.follow(machine) }
+                served.withLock { served in
+                    served.follow(machine)
+                    handOutState.store(Self.handOutWord(served), ordering: .releasing)
+                }
             }
         }
     }
     /// What token calls serve without entering the actor (``ServedCredentials``), and the store's
     /// change stamps that vouch for it (`nil`: the store has none, every call takes the actor).
     nonisolated let served = LockedState(ServedCredentials())
+    /// `served`'s epoch and logout phase in one word, for the checks a token call makes without
+    /// taking any lock (a storm's 1000 callers read it; a lock would be written by each): the
+    /// epoch shifted left by one, the low bit set while a logout runs. Stored inside `served`'s
+    /// lock whenever the machine's epoch or phase changes.
+    nonisolated let handOutState = Atomic<UInt64>(0)
     nonisolated let stamps: (any TokenStoreChangeStamp)?
     /// The one refresh of the profile, shared by every waiter (present exactly while
     /// `machine.isRefreshing`).
@@ -196,6 +205,24 @@ public actor AuthService: AuthServiceProtocol {
     }
 
     var logMetadata: Logger.Metadata { ["profile": "\(profileName)"] }
+
+    // MARK: The machine's mirror, read without a lock
+
+    /// `served`'s epoch and phase as ``handOutState`` holds them.
+    static func handOutWord(_ served: ServedCredentials) -> UInt64 {
+        served.epoch << 1 | (served.isLoggingOut ? 1 : 0)
+    }
+
+    /// The machine's epoch now (``handOutState``).
+    nonisolated var currentEpoch: UInt64 {
+        handOutState.load(ordering: .acquiring) >> 1
+    }
+
+    /// The same answer as `AuthStateMachine.mayHandOut(startedIn:)`, without the actor or a lock: no
+    /// logout has begun and the epoch is still `epoch`.
+    nonisolated func mayHandOut(startedIn epoch: UInt64) -> Bool {
+        handOutState.load(ordering: .acquiring) == epoch << 1
+    }
 }
 
 /// A check that may forbid logins and refreshes (the version gate).

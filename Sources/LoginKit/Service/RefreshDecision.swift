@@ -10,10 +10,35 @@ enum TokenKind: Sendable, Hashable {
     case any, idToken, accessToken
 
     func expiry(of credentials: Credentials) -> Date? {
+        expiry(expiresAt: credentials.expiresAt, idTokenExpiresAt: credentials.idTokenExpiresAt)
+    }
+
+    func expiry(expiresAt: Date?, idTokenExpiresAt: Date?) -> Date? {
         switch self {
-        case .any, .accessToken: credentials.expiresAt
-        case .idToken: credentials.idTokenExpiresAt ?? credentials.expiresAt
+        case .any, .accessToken: expiresAt
+        case .idToken: idTokenExpiresAt ?? expiresAt
         }
+    }
+}
+
+/// The dates the refresh decision reads from a profile, without its strings: what the cached path
+/// keeps beside the profile it serves, so that a storm's callers decide without copying the
+/// profile (a retain and a release of every string in it, on cache lines both cores write).
+struct TokenTiming: Sendable, Hashable {
+    var expiresAt: Date?
+    var idTokenExpiresAt: Date?
+    /// When the credentials were issued: their own stamp, else the profile's last write.
+    var issuedAt: Date
+
+    init(_ profile: StoredProfile) {
+        expiresAt = profile.credentials.expiresAt
+        idTokenExpiresAt = profile.credentials.idTokenExpiresAt
+        issuedAt = profile.credentials.issuedAt ?? profile.updatedAt
+    }
+
+    /// The expiry a caller asking for `kind` cares about.
+    func expiry(of kind: TokenKind) -> Date? {
+        kind.expiry(expiresAt: expiresAt, idTokenExpiresAt: idTokenExpiresAt)
     }
 }
 
@@ -49,11 +74,15 @@ struct RefreshDecision: Sendable, Hashable {
 
     /// The verdict for `profile` at `now`.
     func verdict(for profile: StoredProfile, now: Date) -> Verdict {
-        let credentials = profile.credentials
-        guard let expiry = kind.expiry(of: credentials) else { return .serve }  // never expires
+        verdict(for: TokenTiming(profile), now: now)
+    }
+
+    /// The verdict for a profile whose dates are `timing`, at `now`.
+    func verdict(for timing: TokenTiming, now: Date) -> Verdict {
+        guard let expiry = timing.expiry(of: kind) else { return .serve }  // never expires
         let remaining = expiry.timeIntervalSince(now)
-        if remaining > 0, Self.wasIssued(profile, since: requestStart) { return .serve }
-        let lifetime = Self.lifetime(of: profile, expiry: expiry)
+        if remaining > 0, Self.wasIssued(timing, since: requestStart) { return .serve }
+        let lifetime = Self.lifetime(of: timing, expiry: expiry)
         let mandatory = min(mandatoryWindow.timeInterval, lifetime / 4)
         let advisory = min(advisoryWindow.timeInterval, lifetime / 2)
         let mustHave = max(Self.grantable(minimumValidity, lifetime: lifetime).seconds, mandatory)
@@ -80,17 +109,20 @@ struct RefreshDecision: Sendable, Hashable {
     /// Whether `profile`'s credentials were issued at or after `start`, to the millisecond: a stored
     /// date comes back from the file's `secondsSince1970` a few hundred nanoseconds off.
     static func wasIssued(_ profile: StoredProfile, since start: Date) -> Bool {
-        issuedAt(profile).timeIntervalSince(start) >= -0.001
+        wasIssued(TokenTiming(profile), since: start)
     }
 
-    /// When `profile`'s credentials were issued: their own stamp, else the profile's last write.
-    static func issuedAt(_ profile: StoredProfile) -> Date {
-        profile.credentials.issuedAt ?? profile.updatedAt
+    static func wasIssued(_ timing: TokenTiming, since start: Date) -> Bool {
+        timing.issuedAt.timeIntervalSince(start) >= -0.001
     }
 
     /// Seconds from issue to `expiry` (0 when the stamps are inconsistent).
     static func lifetime(of profile: StoredProfile, expiry: Date) -> TimeInterval {
-        max(0, expiry.timeIntervalSince(issuedAt(profile)))
+        lifetime(of: TokenTiming(profile), expiry: expiry)
+    }
+
+    static func lifetime(of timing: TokenTiming, expiry: Date) -> TimeInterval {
+        max(0, expiry.timeIntervalSince(timing.issuedAt))
     }
 }
 
@@ -99,9 +131,19 @@ struct RefreshDecision: Sendable, Hashable {
 /// lines both cores write), and take out only the token they asked for.
 final class SharedCredentials: Sendable {
     let credentials: Credentials
+    /// The credentials' expiries, read without touching their strings.
+    private let expiresAt: Date?
+    private let idTokenExpiresAt: Date?
 
     init(_ credentials: Credentials) {
         self.credentials = credentials
+        expiresAt = credentials.expiresAt
+        idTokenExpiresAt = credentials.idTokenExpiresAt
+    }
+
+    /// The expiry a caller asking for `kind` cares about.
+    func expiry(of kind: TokenKind) -> Date? {
+        kind.expiry(expiresAt: expiresAt, idTokenExpiresAt: idTokenExpiresAt)
     }
 }
 
@@ -123,15 +165,16 @@ struct ServedCredentials: Sendable {
     /// A profile remembered under a stamp. A class, so that a storm's callers each take one
     /// reference to it, not a copy of the profile.
     final class Remembered: Sendable {
-        let profile: StoredProfile
         let stamp: UInt64
         /// The profile's credentials, for the callers it is served to.
         let credentials: SharedCredentials
+        /// The profile's dates: what the cached path decides on.
+        let timing: TokenTiming
 
         init(profile: StoredProfile, stamp: UInt64) {
-            self.profile = profile
             self.stamp = stamp
             credentials = SharedCredentials(profile.credentials)
+            timing = TokenTiming(profile)
         }
     }
 
@@ -169,6 +212,14 @@ struct ServedCredentials: Sendable {
     func remembered(ifStamp stamp: UInt64) -> Remembered? {
         guard !isLoggingOut, let last, last.stamp == stamp else { return nil }
         return last
+    }
+
+    /// What the cached path looks at, in one acquisition of the lock: the remembered profile when
+    /// the store's stamp is still the one it was read under, and with it the shared refresh it may
+    /// wait for (``runningRefresh(ifStamp:)``).
+    func cached(ifStamp stamp: UInt64) -> (remembered: Remembered, refresh: (flight: Flight<SharedCredentials>, epoch: UInt64)?)? {
+        guard let last = remembered(ifStamp: stamp) else { return nil }
+        return (last, runningRefresh(ifStamp: stamp))
     }
 
     /// A shared refresh started (by the actor, in `epoch`).
@@ -214,9 +265,9 @@ extension RefreshDecision {
     /// Whether `profile` may be served as it is, with nothing to log or start: the verdict is serve
     /// and the asked minimum validity is one the provider grants (an ungrantable one is reported
     /// once, on the actor's path).
-    func servesAsItIs(_ profile: StoredProfile, now: Date) -> Bool {
-        guard verdict(for: profile, now: now) == .serve else { return false }
-        guard minimumValidity > .zero, let expiry = kind.expiry(of: profile.credentials) else { return true }
-        return !Self.grantable(minimumValidity, lifetime: Self.lifetime(of: profile, expiry: expiry)).capped
+    func servesAsItIs(_ timing: TokenTiming, now: Date) -> Bool {
+        guard verdict(for: timing, now: now) == .serve else { return false }
+        guard minimumValidity > .zero, let expiry = timing.expiry(of: kind) else { return true }
+        return !Self.grantable(minimumValidity, lifetime: Self.lifetime(of: timing, expiry: expiry)).capped
     }
 }

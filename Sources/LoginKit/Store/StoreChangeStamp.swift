@@ -1,4 +1,5 @@
 import LoginKitHTTP
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -15,7 +16,7 @@ import Darwin
 /// and after its result is visible to readers; a change made elsewhere (another instance, another
 /// process) changes it within the store's staleness bound. Read the stamp *before* reading the
 /// profile it is to vouch for.
-package protocol TokenStoreChangeStamp: TokenStore {
+package protocol TokenStoreChangeStamp: TokenStore, AnyObject {
     nonisolated func changeStamp() -> UInt64
 
     /// ``TokenStore/withExclusiveAccess(to:_:)``, also answering the change stamp read after
@@ -91,6 +92,12 @@ final class StoreFileWatch: Sendable {
     /// Nanoseconds between two looks at the file.
     private let recheckInterval: UInt64
     private let state = LockedState(State())
+    /// `state`'s generation and the time of its last look (0: none yet), published from inside its
+    /// lock, generation first: between two looks a stamp is two atomic loads, and the lock (written
+    /// by every acquisition, so bounced between cores when a storm's callers all ask) is taken only
+    /// to look again.
+    private let publishedGeneration = Atomic<UInt64>(0)
+    private let publishedCheckedAt = Atomic<UInt64>(0)
 
     init(path: String, recheckInterval: UInt64 = defaultRecheckInterval) {
         self.path = path
@@ -99,6 +106,12 @@ final class StoreFileWatch: Sendable {
 
     func stamp() -> UInt64 {
         let now = Self.monotonicNanoseconds()
+        // A look time seen here was published after its generation: the generation read next is
+        // that one or a later one.
+        let checkedAt = publishedCheckedAt.load(ordering: .acquiring)
+        if checkedAt != 0, now &- checkedAt < recheckInterval {
+            return publishedGeneration.load(ordering: .acquiring)
+        }
         let (current, due) = state.withLock { state in
             (state.generation, state.identity == nil || now &- state.checkedAt >= recheckInterval)
         }
@@ -113,6 +126,7 @@ final class StoreFileWatch: Sendable {
             guard let seen else {
                 state.generation &+= 1
                 state.identity = nil
+                publish(state)
                 return state.generation
             }
             if state.identity != .some(seen) {
@@ -120,6 +134,7 @@ final class StoreFileWatch: Sendable {
                 state.identity = .some(seen)
             }
             state.checkedAt = now
+            publish(state)
             return state.generation
         }
     }
@@ -131,7 +146,15 @@ final class StoreFileWatch: Sendable {
             state.generation &+= 1
             state.identity = .some(identity)
             state.checkedAt = now
+            publish(state)
         }
+    }
+
+    /// Publishes `state` for the lock-free path; called inside the lock. A failed look (no identity)
+    /// publishes no look time, so that the next call looks again.
+    private func publish(_ state: State) {
+        publishedGeneration.store(state.generation, ordering: .releasing)
+        publishedCheckedAt.store(state.identity == nil ? 0 : state.checkedAt, ordering: .releasing)
     }
 
     private static func monotonicNanoseconds() -> UInt64 {

@@ -10,10 +10,11 @@ package final class Flight<Value: Sendable>: Sendable {
 
     package init() {}
 
-    /// The outcome, once the operation has finished.
+    /// The outcome, once the operation has finished. Waits on the caller's executor: a storm's
+    /// waiters make no executor hop to start waiting or to go on after it.
     ///
     /// - Throws: what the operation threw; `CancellationError` when the waiting task is cancelled.
-    package func wait() async throws -> Value {
+    package nonisolated(nonsending) func wait() async throws -> Value {
         try await state.suspend { state in
             if let outcome = state.outcome { return .resume(outcome) }
             return .enqueue(())

@@ -96,7 +96,7 @@ extension LockedState where Value: WaiterHolding & Sendable {
     /// `decide` runs under the lock: it returns `.resume` to return at once, or `.enqueue(tag)` to
     /// wait. Cancelling the task removes the waiter and throws `CancellationError`; nothing else
     /// is disturbed (the others keep waiting).
-    package func suspend(
+    package nonisolated(nonsending) func suspend(
         _ decide: (inout Value) -> WaitDecision<Value.WaitValue, Value.WaitTag>
     ) async throws -> Value.WaitValue {
         let ticket = WaiterList<Value.WaitValue, Value.WaitTag>.makeTicket()
