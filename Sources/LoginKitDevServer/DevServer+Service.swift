@@ -5,8 +5,8 @@ extension DevServer: Service {
     ///
     /// The server already listens when ``start(configuration:)`` returns (so its port is known before
     /// the group starts); `run()` ties its end to the group's. A graceful shutdown stops accepting
-    /// connections and lets the requests in progress finish; cancelling the task stops at once, as
-    /// ``stop()`` does. Returns at once when the server was already stopped, and early when it stops
+    /// connections and lets the requests in progress finish; cancelling the task stops as ``stop()``
+    /// does (the requests in progress get one second). Returns at once when the server was already stopped, and early when it stops
     /// for another reason (``stop()`` from elsewhere, a failure).
     public func run() async throws {
         guard let task = runTask.withLock({ $0 }) else { return }
@@ -22,7 +22,8 @@ extension DevServer: Service {
                 group.cancelAll()
             }
         } onCancel: {
-            task.cancel()
+            // As `stop()` does: accepted connections are served, then what is left is cancelled.
+            Task { await DevServer.stop(task, services: services) }
         }
         await stop()
     }

@@ -164,13 +164,34 @@ public final class DevServer: Sendable {
         }
     }
 
-    /// Stops the server: open connections are closed and requests in progress end. Idempotent.
+    /// How long ``stop()`` lets the requests in progress finish before it cancels them.
+    static let stopGrace = Duration.seconds(1)
+
+    /// Stops the server: it stops accepting connections, the requests in progress get up to one
+    /// second to finish, then they are cancelled and every connection is closed. Idempotent.
+    ///
+    /// Not a bare cancellation of the serving task: connections accepted but not yet taken up by
+    /// the server (a burst of connects, clients that gave up) would then never be served, and NIO
+    /// traps on each ("Deinited NIOAsyncWriter without calling finish()": swift-nio issues 2637
+    /// and 3481). A graceful shutdown closes the listener and serves what was already accepted;
+    /// the cancellation after the grace period ends only requests that were being served.
     public func stop() async {
         guard let task = runTask.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else {
             return
         }
-        task.cancel()
+        await Self.stop(task, services: services)
+    }
+
+    /// Shuts `services` (running in `task`) down gracefully, and cancels `task` if it has not ended
+    /// within ``stopGrace``.
+    static func stop(_ task: Task<Void, Never>, services: ServiceGroup) async {
+        await services.triggerGracefulShutdown()
+        let deadline = Task {
+            try await Task.sleep(for: stopGrace)
+            task.cancel()
+        }
         await task.value
+        deadline.cancel()
     }
 
     /// Whether `host` (an address or a name, IPv6 with or without brackets) is loopback.

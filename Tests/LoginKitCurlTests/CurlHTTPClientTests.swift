@@ -436,6 +436,64 @@ struct CurlHTTPClientTests {
         await server.stop()
     }
 
+    /// 1,000 sends, half of them cancelled at random points (before they reach the driver, while
+    /// queued, in flight): each ends exactly once — with its response or `CancellationError` — (a
+    /// continuation resumed twice traps, one never resumed hangs into the suite's time limit), the
+    /// handles are reused rather than leaked, and the client still works afterwards.
+    @Test func manySendsCancelledAtRandomPointsEachEndOnceAndTheClientStaysUsable() async throws {
+        try await withServerAndClient { server, client in
+            let url = server.url("/test/status/200")
+            var random = SplitMix64(seed: 18)
+            var answered = 0, cancelled = 0
+            for _ in 0..<25 {
+                let sends = (0..<40).map { _ in Task { try await client.send(.get, url).0.status.code } }
+                for send in sends.shuffled(using: &random).prefix(20) {
+                    for _ in 0..<Int.random(in: 0..<4, using: &random) { await Task.yield() }
+                    send.cancel()
+                }
+                for send in sends {
+                    do {
+                        #expect(try await send.value == 200)
+                        answered += 1
+                    } catch is CancellationError {
+                        cancelled += 1
+                    } catch {
+                        Issue.record("a send ended with \(error), neither its response nor a cancellation")
+                    }
+                }
+            }
+            #expect(answered + cancelled == 1_000)
+            #expect(answered >= 500, "only the cancelled half may end without a response")
+            let (response, _) = try await client.send(.get, url)
+            #expect(response.status == .ok)
+            // At most 40 sends at a time: a handle leaked per cancelled send would make hundreds.
+            #expect(client.driver.createdHandles.load(ordering: .relaxed) <= 80)
+        }
+    }
+
+    /// Sends racing `shutdown()` from their start: each ends exactly once, with its response or the
+    /// typed shutdown error, and the shutdown returns (a transfer stranded by the stop would hang).
+    @Test func sendsRacingAShutdownEachEndOnce() async throws {
+        try await DevServer.withServer { server in
+            let url = server.url("/test/status/200")
+            for round in 0..<5 {
+                let client = try CurlHTTPClient()
+                let sends = (0..<40).map { _ in Task { try await client.send(.get, url).0.status.code } }
+                for _ in 0..<round * 2 { await Task.yield() }
+                await client.shutdown()
+                for send in sends {
+                    do {
+                        #expect(try await send.value == 200)
+                    } catch let error as NetworkError {
+                        #expect(error.code == .shutdown)
+                    } catch {
+                        Issue.record("a send ended with \(error), neither its response nor the shutdown error")
+                    }
+                }
+            }
+        }
+    }
+
     /// A caller that took a handle and configured its transfer just before the client stopped (the
     /// race `send` meets): the driver refuses the transfer, the caller puts the handle back and the
     /// stopped driver drops it; no handle is handed out afterwards. A transfer wrongly accepted
@@ -544,5 +602,23 @@ struct CurlHTTPClientTests {
             client = nil
             await driver.waitUntilStopped()  // returns only once the driver thread has left its loop
         }
+    }
+}
+
+/// A deterministic random number generator (SplitMix64), so that a failing interleaving's choices
+/// are the same on the next run.
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
