@@ -6,10 +6,12 @@ extension DevServer: Service {
     /// The server already listens when ``start(configuration:)`` returns (so its port is known before
     /// the group starts); `run()` ties its end to the group's. A graceful shutdown stops accepting
     /// connections and lets the requests in progress finish; cancelling the task stops as ``stop()``
-    /// does (the requests in progress get one second). Returns at once when the server was already stopped, and early when it stops
-    /// for another reason (``stop()`` from elsewhere, a failure).
+    /// does (the requests in progress get one second: a `ServiceGroup` whose
+    /// `maximumCancellationDuration` is shorter ends the process first). Returns at once when the
+    /// server was already stopped, and early when it stops for another reason (``stop()`` from
+    /// elsewhere, a failure).
     public func run() async throws {
-        guard let task = runTask.withLock({ $0 }) else { return }
+        let task = lifecycle.withLock { $0.running }
         let services = self.services
         await withTaskCancellationHandler {
             await withTaskGroup(of: Void.self) { group in
@@ -23,7 +25,7 @@ extension DevServer: Service {
             }
         } onCancel: {
             // As `stop()` does: accepted connections are served, then what is left is cancelled.
-            Task { await DevServer.stop(task, services: services) }
+            Task { await self.stop() }
         }
         await stop()
     }

@@ -51,7 +51,13 @@ public final class DevServer: Sendable {
     /// Counters, arrival notifications and injected faults.
     public let monitor: DevServerMonitor
     let provider: IdentityProvider
-    let runTask: LockedState<Task<Void, Never>?>
+    /// The task serving the application (it ends when the server has stopped), and the stop under
+    /// way, which every caller of ``stop()`` awaits.
+    let lifecycle: LockedState<Lifecycle>
+    struct Lifecycle {
+        let running: Task<Void, Never>
+        var stopping: Task<Void, Never>?
+    }
     /// Runs the Hummingbird application; its graceful shutdown is ``run()``'s.
     let services: ServiceGroup
 
@@ -63,7 +69,7 @@ public final class DevServer: Sendable {
         self.baseURL = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
         self.monitor = monitor
         self.provider = provider
-        self.runTask = LockedState(runTask)
+        self.lifecycle = LockedState(Lifecycle(running: runTask))
         self.services = services
     }
 
@@ -135,7 +141,9 @@ public final class DevServer: Sendable {
         }
         var iterator = started.makeAsyncIterator()
         guard let first = await iterator.next() else {
-            throw DevServerError("the dev server did not start")
+            // The caller was cancelled while the server started: it must not go on serving unowned.
+            await stop(runTask, services: services)
+            throw CancellationError()
         }
         switch first {
         case .success(let port):
@@ -168,18 +176,27 @@ public final class DevServer: Sendable {
     static let stopGrace = Duration.seconds(1)
 
     /// Stops the server: it stops accepting connections, the requests in progress get up to one
-    /// second to finish, then they are cancelled and every connection is closed. Idempotent.
+    /// second to finish, then they are cancelled and every connection is closed. Returns once the
+    /// server has stopped, whoever else is stopping it. Idempotent.
     ///
     /// Not a bare cancellation of the serving task: connections accepted but not yet taken up by
-    /// the server (a burst of connects, clients that gave up) would then never be served, and NIO
-    /// traps on each ("Deinited NIOAsyncWriter without calling finish()": swift-nio issues 2637
-    /// and 3481). A graceful shutdown closes the listener and serves what was already accepted;
-    /// the cancellation after the grace period ends only requests that were being served.
+    /// the server (a burst of connects, clients that gave up) would then be dropped unserved, and NIO
+    /// traps on each ("Deinited NIOAsyncWriter without calling finish()": swift-nio issues 2637 and
+    /// 3481). A graceful shutdown closes the listener and hands what was already accepted to the
+    /// server (an idle connection is then closed without a response); the cancellation after the
+    /// grace period ends only requests that were being served. It narrows the window, it does not
+    /// close it: a connection still being set up by NIO at the moment the listener closes is dropped
+    /// as well (swift-nio issue 2813).
     public func stop() async {
-        guard let task = runTask.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else {
-            return
+        let services = self.services
+        let stopping = lifecycle.withLock { state -> Task<Void, Never> in
+            if let stopping = state.stopping { return stopping }
+            let running = state.running
+            let stopping = Task { await Self.stop(running, services: services) }
+            state.stopping = stopping
+            return stopping
         }
-        await Self.stop(task, services: services)
+        await stopping.value
     }
 
     /// Shuts `services` (running in `task`) down gracefully, and cancels `task` if it has not ended

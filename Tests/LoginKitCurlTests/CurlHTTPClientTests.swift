@@ -464,10 +464,12 @@ struct CurlHTTPClientTests {
             }
             #expect(answered + cancelled == 1_000)
             #expect(answered >= 500, "only the cancelled half may end without a response")
+            #expect(cancelled > 0, "cancellation reached some sends before their response")
             let (response, _) = try await client.send(.get, url)
             #expect(response.status == .ok)
-            // At most 40 sends at a time: a handle leaked per cancelled send would make hundreds.
-            #expect(client.driver.createdHandles.load(ordering: .relaxed) <= 80)
+            // At most 40 sends at a time, and a handle goes back to the spares before its send
+            // resumes: a handle leaked by a cancelled send would make more.
+            #expect(client.driver.createdHandles.load(ordering: .relaxed) <= 40)
         }
     }
 
@@ -605,8 +607,8 @@ struct CurlHTTPClientTests {
     }
 }
 
-/// A deterministic random number generator (SplitMix64), so that a failing interleaving's choices
-/// are the same on the next run.
+/// A deterministic random number generator (SplitMix64): a test's random choices (which sends it
+/// cancels, after how many yields) are the same on every run; the threads' interleaving is not.
 struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64
 

@@ -18,7 +18,7 @@ struct DevServerServiceTests {
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
                 let arrivals = server.monitor.arrivals()
-                // Long enough that a shutdown by cancellation (what stop() does) would cut it off.
+                // Long enough that a shutdown by cancellation would cut it off.
                 async let inProgress = client.send(.get, server.url("/test/delay/1000"))
                 await awaitArrival(of: "/test/delay/1000", in: arrivals)
                 await group.triggerGracefulShutdown()
