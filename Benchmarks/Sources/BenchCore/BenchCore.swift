@@ -30,9 +30,13 @@ public func seconds(_ duration: Duration) -> Double {
 }
 
 public func percentile(_ values: [Double], _ fraction: Double) -> Double {
-    guard !values.isEmpty else { return .nan }
-    let sorted = values.sorted()
-    return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
+    percentile(sorted: values.sorted(), fraction)
+}
+
+/// The value at `fraction` of `sorted` (ascending); NaN when it is empty.
+func percentile(sorted: some RandomAccessCollection<Double>, _ fraction: Double) -> Double {
+    guard !sorted.isEmpty else { return .nan }
+    return sorted[sorted.index(sorted.startIndex, offsetBy: min(sorted.count - 1, Int(Double(sorted.count) * fraction)))]
 }
 
 public func cpuSeconds() -> Double {
@@ -161,12 +165,11 @@ struct LatencySlots: @unchecked Sendable {  // safe: see the proof above
         slots[index] = latency
     }
 
-    /// Sorts the slots in place and reads two percentiles (as `percentile` does).
+    /// Sorts the slots in place and reads two percentiles.
     func sortedPercentiles(_ first: Double, _ second: Double) -> (Double, Double) {
         var memory = slots  // the same memory: sorting it sorts the slots
         memory.sort()
-        func at(_ fraction: Double) -> Double { slots[min(slots.count - 1, Int(Double(slots.count) * fraction))] }
-        return (at(first), at(second))
+        return (percentile(sorted: slots, first), percentile(sorted: slots, second))
     }
 
     func deallocate() {

@@ -64,13 +64,14 @@ extension AuthService {
             // The remembered profile and the running refresh, in one acquisition of the lock; the
             // decision on the profile's dates alone (no copy of its strings).
             if let current = stamp, let cached = served.withLock({ $0.cached(ifStamp: current) }) {
-                if decision.servesAsItIs(cached.remembered.timing, now: now) {
+                let verdict = decision.verdict(for: cached.remembered.timing, now: now)
+                if verdict == .serve, decision.grantsTheAskedValidity(cached.remembered.timing) {
                     return cached.remembered.credentials
                 }
                 // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
                 // step would read the store again (two hops and a stat each, serialised) to answer
                 // "wait for it"; they wait for it at once.
-                if let running = cached.refresh, decision.verdict(for: cached.remembered.timing, now: now) == .refresh {
+                if verdict == .refresh, let running = cached.refresh {
                     sharedRefreshWaits.increment()
                     return try await awaitRefresh(running.flight, kind: kind, startedIn: running.epoch)
                 }

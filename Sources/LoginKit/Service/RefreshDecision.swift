@@ -262,11 +262,10 @@ struct ServedCredentials: Sendable {
 }
 
 extension RefreshDecision {
-    /// Whether `profile` may be served as it is, with nothing to log or start: the verdict is serve
-    /// and the asked minimum validity is one the provider grants (an ungrantable one is reported
-    /// once, on the actor's path).
-    func servesAsItIs(_ timing: TokenTiming, now: Date) -> Bool {
-        guard verdict(for: timing, now: now) == .serve else { return false }
+    /// Whether the asked minimum validity is one the provider grants for a profile whose dates are
+    /// `timing`: with a verdict of serve, the profile may then be served as it is, with nothing to
+    /// log or start (an ungrantable one is reported once, on the actor's path).
+    func grantsTheAskedValidity(_ timing: TokenTiming) -> Bool {
         guard minimumValidity > .zero, let expiry = timing.expiry(of: kind) else { return true }
         return !Self.grantable(minimumValidity, lifetime: Self.lifetime(of: timing, expiry: expiry)).capped
     }
