@@ -11,9 +11,11 @@ let package = Package(
         .package(name: "LoginKit", path: ".."),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        // jwt-kit's own crypto (BoringSSL), measured alone for the ES256 comparison.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
     ],
     targets: [
-        .target(name: "CBench", path: "Sources/CBench"),
+        .target(name: "CBench", path: "Sources/CBench", linkerSettings: [.linkedLibrary("crypto")]),
         // The output, statistics and HTTP loop every executable shares; LoginKit only.
         .target(
             name: "BenchCore",
@@ -36,6 +38,7 @@ let package = Package(
                 .product(name: "LoginKitDevServer", package: "LoginKit"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),

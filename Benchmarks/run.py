@@ -257,7 +257,7 @@ def main():
         seq_n, conc_n, urlsession_conc_n = scaled(10000), scaled(200000), scaled(10000)
         rows = {key: [] for key in [
             "c_seq", "lk_seq", "lkg_seq", "ahc_seq", "us_seq", "c_seq_same", "lk_seq_same", "c_conc", "lk_conc", "lk_conc_static", "ahc_conc", "us_conc", "floor",
-            "save", "cached", "lk_rs", "jk_rs", "lk_es", "jk_es", "openssl", "storm", "storm_same", "cli", "curl_file"]}
+            "save", "cached", "lk_rs", "jk_rs", "lk_es", "jk_es", "bs_es", "os_es", "openssl", "storm", "storm_same", "cli", "curl_file"]}
         cli_store = os.path.join(work, "cli", "tokens.json")
         os.makedirs(os.path.dirname(cli_store), mode=0o700)
         run([bench, "prepare-cli", cli_store])
@@ -295,6 +295,8 @@ def main():
             rows["jk_rs"].append(measure([bench, "verify", "jwtkit", "RS256", str(scaled(20000))], env=malloc_env))
             rows["lk_es"].append(measure([bench, "verify", "loginkit", "ES256", str(scaled(5000))], env=malloc_env))
             rows["jk_es"].append(measure([bench, "verify", "jwtkit", "ES256", str(scaled(5000))], env=malloc_env))
+            rows["bs_es"].append(measure([bench, "verify", "boringssl", "ES256", str(scaled(5000))], env=malloc_env))
+            rows["os_es"].append(measure([bench, "verify", "openssl", "ES256", str(scaled(5000))], env=malloc_env))
             rows["openssl"].append(openssl_speed())
             log(f"bench: round {round_number}/{ROUNDS}: expiry storm, CLI start-up")
             # The provider in its own process (the target's figure), then in the bench's process.
@@ -351,6 +353,13 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         "verify_vs_jwtkit": m("lk_rs", "verifies_per_s") / m("jk_rs", "verifies_per_s"),
         "es256_vs_jwtkit": m("lk_es", "verifies_per_s") / m("jk_es", "verifies_per_s"),
         "es256_openssl_vs_jwtkit": (1e6 / openssl_es) / m("jk_es", "verifies_per_s"),
+        # Why: jwt-kit's crypto (BoringSSL) alone against OpenSSL's, both in the bench's process, and
+        # what 1x would leave LoginKit for its own work (jwt-kit's whole verify less OpenSSL's bare
+        # one; at or below 0: out of reach on OpenSSL). NaN for raw results from before 2026-11-26
+        # 05:00, which have neither run.
+        "es256_openssl_vs_boringssl": m("os_es", "us_per_verify") / m("bs_es", "us_per_verify") if rows.get("os_es") else float("nan"),
+        "es256_budget_us": m("jk_es", "us_per_verify") - m("os_es", "us_per_verify") if rows.get("os_es") else float("nan"),
+        "es256_own_us": m("lk_es", "us_per_verify") - m("os_es", "us_per_verify") if rows.get("os_es") else float("nan"),
         "allocs_per_verify": m("lk_rs", "allocs_per_verify"),
         "storm_requests_10": max(row["requests_10"] for row in rows["storm"]),
         "storm_requests_100": max(row["requests_100"] for row in rows["storm"]),
@@ -427,6 +436,14 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append(f"| RS256 verifies/s vs jwt-kit | {m('lk_rs', 'verifies_per_s'):,.0f} | {m('jk_rs', 'verifies_per_s'):,.0f} | {r['verify_vs_jwtkit']:.2f}× | > 1× | {verdict(r['verify_vs_jwtkit'] > 1)} |")
     lines.append(f"| ES256 verifies/s vs jwt-kit | {m('lk_es', 'verifies_per_s'):,.0f} | {m('jk_es', 'verifies_per_s'):,.0f} | {r['es256_vs_jwtkit']:.2f}× | > 1× | {verdict(r['es256_vs_jwtkit'] > 1)} |")
     lines.append(f"| … the ceiling here: a bare OpenSSL P-256 verify (`openssl speed`) vs jwt-kit (LoginKit verifies with OpenSSL) | {1e6 / openssl_es:,.0f} | {m('jk_es', 'verifies_per_s'):,.0f} | {r['es256_openssl_vs_jwtkit']:.2f}× | | |")
+    if rows.get("os_es"):
+        os_es = m("os_es", "us_per_verify")
+        lines.append(f"| … the same bound in the bench's process: OpenSSL's P-256 verify alone (a C loop, as `openssl speed` runs it) vs jwt-kit (µs) | {os_es:.1f} | {m('jk_es', 'us_per_verify'):.1f} | {m('jk_es', 'us_per_verify') / os_es:.2f}× | | |")
+        lines.append(f"| … why: jwt-kit's crypto, BoringSSL's P-256 verify alone (swift-crypto, the digest computed once), vs OpenSSL's alone (µs) | {m('bs_es', 'us_per_verify'):.1f} | {os_es:.1f} | OpenSSL {r['es256_openssl_vs_boringssl']:.2f}× slower | | |")
+        budget = r["es256_budget_us"]
+        reach = "out of reach on OpenSSL" if budget <= 0 else (
+            "LoginKit's own work fits" if r["es256_own_us"] <= budget else "LoginKit's own work does not fit")
+        lines.append(f"| … so 1× leaves LoginKit's own work per verify (jwt-kit less OpenSSL's verify alone) vs what it takes (LoginKit less OpenSSL's verify alone; of which hashing the signing input, {m('bs_es', 'sha256_signing_input_us'):.2f}) (µs) | {r['es256_own_us']:.1f} | {budget:.1f} | | | {reach} |")
     lines.append(f"| allocations per RS256 verify (jwt-kit: {m('jk_rs', 'allocs_per_verify'):.0f}) | {r['allocs_per_verify']:.0f} | {m('jk_rs', 'allocs_per_verify'):.0f} | | < 50 | {verdict(r['allocs_per_verify'] < 50)} |")
     storm_ok = all(r[f"storm_requests_{n}"] == 1 for n in (10, 100, 1000))
     lines.append(f"| expiry storm: upstream requests at 10 / 100 / 1000 callers | {r['storm_requests_10']:.0f} / {r['storm_requests_100']:.0f} / {r['storm_requests_1000']:.0f} | | | 1 each | {verdict(storm_ok)} |")

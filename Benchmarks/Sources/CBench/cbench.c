@@ -3,7 +3,12 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <time.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 int cbench_durable_write(const uint8_t *bytes, size_t count, const char *directory) {
@@ -31,4 +36,30 @@ int cbench_durable_write(const uint8_t *bytes, size_t count, const char *directo
 long long cbench_malloc_count(void) {
     long long (*counter)(void) = (long long (*)(void))dlsym(RTLD_DEFAULT, "loginkit_malloc_count");
     return counter ? counter() : -1;
+}
+
+double cbench_openssl_p256_verify_us(int count) {
+    double result = -1;
+    unsigned char digest[SHA256_DIGEST_LENGTH], signature[128];
+    size_t signatureLength = sizeof signature;
+    SHA256((const unsigned char *)"header.payload", 14, digest);
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    EVP_PKEY_CTX *signer = key ? EVP_PKEY_CTX_new(key, NULL) : NULL;
+    EVP_PKEY_CTX *verifier = key ? EVP_PKEY_CTX_new(key, NULL) : NULL;
+    if (!signer || !verifier || EVP_PKEY_sign_init(signer) != 1
+        || EVP_PKEY_sign(signer, signature, &signatureLength, digest, sizeof digest) != 1
+        || EVP_PKEY_verify_init(verifier) != 1) goto done;
+    for (int i = 0; i < 200; i++)
+        if (EVP_PKEY_verify(verifier, signature, signatureLength, digest, sizeof digest) != 1) goto done;
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; i < count; i++)
+        if (EVP_PKEY_verify(verifier, signature, signatureLength, digest, sizeof digest) != 1) goto done;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    result = ((double)(end.tv_sec - start.tv_sec) * 1e6 + (double)(end.tv_nsec - start.tv_nsec) / 1e3) / count;
+done:
+    EVP_PKEY_CTX_free(verifier);
+    EVP_PKEY_CTX_free(signer);
+    EVP_PKEY_free(key);
+    return result;
 }

@@ -4,7 +4,8 @@
 //   http <loginkit|loginkit-global|ahc|urlsession> <seq|conc> <url> <requests> [in-flight]
 //   save <directory> <operations>          IDTokenStore.save, the C floor, Data.write(.atomic), interleaved
 //   cached <directory> <calls>             cached validIDToken() (file store, memory store) vs a bare actor call
-//   verify <loginkit|jwtkit> <RS256|ES256> <count>
+//   verify <loginkit|jwtkit|boringssl|openssl> <RS256|ES256> <count>
+//                                          boringssl, openssl: ES256 only, the P-256 verify alone
 //   storm <rounds> [dev-server executable] 10/100/1000 concurrent validIDToken() on an expired token,
 //                                          against the dev server in its own process when given
 //                                          the `loginkit-dev-server` executable, else in this one;
@@ -12,6 +13,7 @@
 //   prepare-cli <store path>               a profile valid for an hour, for the CLI start-up benchmark
 import AsyncHTTPClient
 import CBench
+import Crypto
 import Foundation
 import Synchronization
 #if canImport(FoundationNetworking)
@@ -186,6 +188,9 @@ func openssl(_ arguments: [String]) throws -> String {
     return String(decoding: data, as: UTF8.self)
 }
 
+/// Keeps `value` alive so that the optimizer cannot drop the work that made it.
+@inline(never) func blackHole<T>(_ value: T) {}
+
 func benchVerify(peer: String, algorithm name: String, count: Int) async throws {
     guard let algorithm = JWSAlgorithm(rawValue: name), algorithm == .rs256 || algorithm == .es256 else { throw BenchError("RS256 or ES256") }
     let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
@@ -194,6 +199,7 @@ func benchVerify(peer: String, algorithm name: String, count: Int) async throws 
         exp: .init(value: now.addingTimeInterval(3600)), iat: .init(value: now))
     let (token, jwks) = try await signedToken(algorithm, payload: payload)
     let verify: () async throws -> Void
+    var extra: [String: Double] = [:]
     switch peer {
     case "loginkit":
         let verifier = IDTokenVerifier(configuration: .init(issuer: "https://issuer.bench", audience: "loginkit-cli"), keys: StaticJWKS(try JWKSet(jsonText: Array(jwks.utf8))))
@@ -202,6 +208,29 @@ func benchVerify(peer: String, algorithm name: String, count: Int) async throws 
         let keys = JWTKeyCollection()
         try await keys.add(jwksJSON: jwks)
         verify = { _ = try await keys.verify(token, as: BenchPayload.self) }
+    case "boringssl":
+        // What jwt-kit's ES256 verification costs without jwt-kit: swift-crypto's (BoringSSL's) P-256
+        // verify of a SHA-256 digest computed once, as `openssl speed` times OpenSSL's. The cost
+        // does not depend on the key, so the key and signature are made here.
+        guard algorithm == .es256 else { throw BenchError("boringssl: ES256 only") }
+        let signingInput = Data(token.utf8.prefix(upTo: token.utf8.lastIndex(of: UInt8(ascii: ".")) ?? token.utf8.endIndex))
+        let key = P256.Signing.PrivateKey()
+        let digest = SHA256.hash(data: signingInput)
+        let signature = try key.signature(for: digest)
+        let publicKey = key.publicKey
+        verify = { guard publicKey.isValidSignature(signature, for: digest) else { throw BenchError("signature") } }
+        // The one step of a JWS verification that every verifier adds to the bare verify: hashing
+        // the signing input (header.payload).
+        let hashing = ContinuousClock().measure { for _ in 0..<count { blackHole(SHA256.hash(data: signingInput)) } }
+        extra["sha256_signing_input_us"] = seconds(hashing) / Double(count) * 1e6
+    case "openssl":
+        // OpenSSL's P-256 verify alone, in this process (a C loop; `openssl speed` runs the same in
+        // its own): what LoginKit's ES256 verification adds to it is LoginKit's own work.
+        guard algorithm == .es256 else { throw BenchError("openssl: ES256 only") }
+        let microseconds = cbench_openssl_p256_verify_us(Int32(count))
+        guard microseconds > 0 else { throw BenchError("OpenSSL's P-256 verify failed") }
+        emit(["verifies_per_s": 1e6 / microseconds, "us_per_verify": microseconds])
+        return
     default:
         throw BenchError("unknown peer \(peer)")
     }
@@ -213,7 +242,7 @@ func benchVerify(peer: String, algorithm name: String, count: Int) async throws 
     emit([
         "verifies_per_s": Double(count) / seconds(elapsed), "us_per_verify": seconds(elapsed) / Double(count) * 1e6,
         "allocs_per_verify": allocationsBefore < 0 ? .nan : Double(allocations - allocationsBefore) / Double(count),
-    ])
+    ].merging(extra) { first, _ in first })
 }
 
 // MARK: Expiry storm

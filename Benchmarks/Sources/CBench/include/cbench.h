@@ -10,4 +10,9 @@ int cbench_durable_write(const uint8_t *bytes, size_t count, const char *directo
 /// Allocations counted by Benchmarks/C/malloc_count.c when it is preloaded; -1 when it is not.
 long long cbench_malloc_count(void);
 
+/// OpenSSL's P-256 verify alone, as `openssl speed` times it but in this process: a fresh key signs
+/// one SHA-256 digest, then `count` `EVP_PKEY_verify` calls on one context initialised once (after
+/// 200 to warm up). Returns the µs per verify, or -1 if OpenSSL failed or a verify did not succeed.
+double cbench_openssl_p256_verify_us(int count);
+
 #endif
