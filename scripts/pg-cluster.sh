@@ -4,6 +4,8 @@
 #   pg-cluster.sh create      initdb + start on a free port, TLS on (CA: <dir>/tls/ca.pem); prints "<dir> <port>"
 #   pg-cluster.sh stop DIR    stops the server (fast shutdown: clients are disconnected)
 #   pg-cluster.sh start DIR   starts it again on the same port
+#   pg-cluster.sh freeze DIR  stops the server's processes (SIGSTOP): connections stay open, nothing answers
+#   pg-cluster.sh thaw DIR    lets them run again (SIGCONT)
 #   pg-cluster.sh destroy DIR stops it if running and removes DIR
 #
 # initdb refuses to run as root: as root, the cluster belongs to the `postgres` user.
@@ -74,12 +76,25 @@ stop)
 start)
     start "$2"
     ;;
+freeze|thaw)
+    # The postmaster (first line of postmaster.pid) and its children: the backends and helpers.
+    postmaster=$(head -n 1 "$2/data/postmaster.pid")
+    signal=$([ "$1" = freeze ] && echo STOP || echo CONT)
+    kill -"$signal" "$postmaster"
+    pkill -"$signal" -P "$postmaster" || true  # a child may have exited meanwhile
+    ;;
 destroy)
+    # A frozen server (`freeze`) cannot be stopped: its signals stay pending.
+    if [ -f "$2/data/postmaster.pid" ]; then
+        postmaster=$(head -n 1 "$2/data/postmaster.pid")
+        kill -CONT "$postmaster" 2>/dev/null || true
+        pkill -CONT -P "$postmaster" 2>/dev/null || true
+    fi
     as_owner "$bindir/pg_ctl" -D "$2/data" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
     rm -rf "$2"
     ;;
 *)
-    echo "usage: pg-cluster.sh create | stop DIR | start DIR | destroy DIR" >&2
+    echo "usage: pg-cluster.sh create | stop DIR | start DIR | freeze DIR | thaw DIR | destroy DIR" >&2
     exit 2
     ;;
 esac

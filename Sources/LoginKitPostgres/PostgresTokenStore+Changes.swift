@@ -161,23 +161,36 @@ package final class StoreChanges: Sendable {
 }
 
 /// `body`'s result, or a `TokenStoreError` `.unavailable` at `location` saying `message` after
-/// `timeout` on `clock`.
+/// `timeout` on `clock`. `body` runs on a task of its own that is cancelled, not awaited, when the
+/// deadline passes or the caller is cancelled: PostgresNIO need not end a query whose server stopped
+/// answering (a frozen or partitioned server), and the caller must not wait on with it.
 func withTimeout<T: Sendable>(
     _ timeout: Duration, on clock: any AuthClock = SystemClock(), _ location: String, _ message: String,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await clock.sleep(for: timeout)
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else {
-            throw TokenStoreError(.unavailable, path: location, message)
-        }
-        return value
+    // The body's own result or error arrives as a value; the deadline and cancellation as errors.
+    let outcome = OneShot<Result<T, any Error>>()
+    let work = Task {
+        do { outcome.fulfil(.success(try await body())) } catch { outcome.fulfil(.failure(error)) }
     }
+    let timer = Task {
+        try await clock.sleep(for: timeout)
+        outcome.fail(TokenStoreError(.unavailable, path: location, message))
+    }
+    defer { timer.cancel() }
+    let result: Result<T, any Error>
+    do {
+        result = try await withTaskCancellationHandler {
+            try await outcome.value()
+        } onCancel: {
+            outcome.fail(CancellationError())
+        }
+    } catch {
+        work.cancel()  // given up on: not awaited
+        throw error
+    }
+    _ = await work.result  // it has answered: only its last step is left
+    return try result.get()
 }
 
 extension PostgresTokenStore: TokenStoreChangeStamp {

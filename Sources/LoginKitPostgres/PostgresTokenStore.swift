@@ -201,89 +201,147 @@ public final class PostgresTokenStore: TokenStore {
 
     /// Runs the transaction on a task of its own and `body` here, in the caller's isolation: the
     /// task leases a connection, locks, reads and hands the rows over, then waits for the writes.
-    /// Waiting for a connection is bounded by `operationTimeout`, for the locks by `lockTimeout`.
+    /// Getting a connection that answers is bounded by `operationTimeout`, the locks by
+    /// `lockTimeout`, the writes and their commit by `operationTimeout` again. The transaction's task
+    /// is cancelled, not awaited, on every way out before the writes are handed over (it rolls back
+    /// on its own): PostgresNIO need not end a connection request or a query whose server stopped
+    /// answering, and the caller must not wait on with it (this hung `make test`,
+    /// docs/development.md).
     private nonisolated(nonsending) func transact<T>(scope: String?, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
         let leased = OneShot<Void>()
         let acquired = OneShot<[String: Row]>()
         let decision = OneShot<[Write]>()
-        let timeouts = (operation: configuration.operationTimeout, lock: configuration.lockTimeout)
-        let clock = configuration.clock
-        let location = self.location
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await self.hold(scope: scope, leased: leased, acquired: acquired, decision: decision) }
-            // Abandoning the transaction (any exit before the writes are decided) rolls it back.
-            defer { decision.fail(CancellationError()) }
-            let timer = Task {
-                try await clock.sleep(for: timeouts.operation)
-                leased.fail(TokenStoreError(.unavailable, path: location, "no database connection within \(timeouts.operation); is PostgreSQL up and reachable?"))
-                try await clock.sleep(for: timeouts.lock)
-                acquired.fail(TokenStoreError(.lockFailed, path: location, "the profile's lock was not granted within \(timeouts.operation + timeouts.lock)"))
-            }
-            defer { timer.cancel() }
-            let rows: [String: Row]
-            do {
-                rows = try await withTaskCancellationHandler {
-                    try await leased.value()
-                    return try await acquired.value()
-                } onCancel: {
-                    leased.fail(CancellationError())
-                    acquired.fail(CancellationError())
-                }
-            } catch {
-                group.cancelAll()
-                throw mapped(error)
-            }
-            timer.cancel()
-
-            // A row that does not decode reads as absent and is moved to the quarantine table when
-            // this transaction commits, whether or not the body changes anything (a body that
-            // throws rolls it all back). As the file store's corrupt file, it is kept: never
-            // overwritten, never deleted.
-            var profiles: [String: StoredProfile] = [:]
-            var writes: [Write] = []
-            var recovered: TokenStoreError?
-            for (name, row) in rows.sorted(by: { $0.key < $1.key }) {
-                do {
-                    profiles[name] = try open(row, name: name)
-                } catch let error as TokenStoreError where error.code == .corrupt {
-                    recovered = recovered ?? error
-                    writes.append(.quarantine(name: name, expected: row.version, reason: "the payload does not decode as a profile (row format \(row.format), \(row.sealed ? "sealed" : "not sealed"))"))
-                }
-            }
-            var transaction = TokenStoreTransaction(profiles: profiles, scope: scope)
-            transaction.recoveredFrom = recovered
-            let result = try await body(&transaction)
-            try transaction.checkScope(store: location)
-            let quarantined = Set(writes.map(\.name))
-            for name in transaction.changedNames {
-                let expected = quarantined.contains(name) ? nil : rows[name]?.version
-                if let profile = transaction[name] {
-                    let row = try seal(profile, name: name, version: (expected ?? 0) + 1)
-                    writes.append(expected.map { .update(name: name, row, expected: $0) } ?? .insert(name: name, row))
-                } else if let expected {
-                    writes.append(.delete(name: name, expected: expected))
-                }
-            }
-            decision.fulfil(writes)
-            do {
-                if writes.isEmpty {
-                    try await group.next()
-                } else {
-                    try await Telemetry.storeOperation("write", store: "postgres") { try await group.next() }
-                }
-            } catch {
-                throw mapped(error, writesHandedOver: true)
-            }
+        try Task.checkCancellation()  // no connection leased, no BEGIN sent, for a caller already cancelled
+        let holding = Task { try await self.hold(scope: scope, leased: leased, acquired: acquired, decision: decision) }
+        let rows: [String: Row]
+        do {
+            rows = try await lockedRows(leased: leased, acquired: acquired)
+        } catch {
+            // No rows: abandoned, as a cancelled child task would be, and not awaited.
+            decision.fail(CancellationError())
+            holding.cancel()
+            throw mapped(error)
+        }
+        let decided: (result: T, writes: [Write], quarantined: Set<String>)
+        do {
+            decided = try await decide(rows, scope: scope, body)
+        } catch {
+            // Rolled back before the call returns, as a child task would be, but not waited for
+            // longer than `operationTimeout`.
+            decision.fail(CancellationError())
+            _ = try? await committed(holding, writes: false)
+            throw error
+        }
+        decision.fulfil(decided.writes)
+        // The caches forget what was written whatever the outcome: a commit past the deadline may
+        // still land.
+        defer {
             decoded.withLock { cache in
-                for write in writes { cache[write.name] = nil }
+                for write in decided.writes { cache[write.name] = nil }
             }
-            changes.invalidate(writes.map(\.name))
-            for name in quarantined.sorted() {
-                configuration.logger.warning(
-                    "a profile row that does not decode was moved to the quarantine table",
-                    metadata: ["profile": "\(name)", "table": "\(configuration.table)", "namespace": "\(configuration.namespace)", "quarantine": "\(quarantineTable)"])
+            changes.invalidate(decided.writes.map(\.name))
+        }
+        if decided.writes.isEmpty {
+            // Nothing to commit: the rows were read under the locks, whatever COMMIT answers.
+            _ = try? await committed(holding, writes: false)
+        } else {
+            try await committed(holding, writes: true)
+        }
+        for name in decided.quarantined.sorted() {
+            configuration.logger.warning(
+                "a profile row that does not decode was moved to the quarantine table",
+                metadata: ["profile": "\(name)", "table": "\(configuration.table)", "namespace": "\(configuration.namespace)", "quarantine": "\(quarantineTable)"])
+        }
+        return decided.result
+    }
+
+    /// The rows the transaction's task read under its locks: a connection that answers within
+    /// `operationTimeout`, the locks within `lockTimeout` more.
+    private func lockedRows(leased: OneShot<Void>, acquired: OneShot<[String: Row]>) async throws -> [String: Row] {
+        let timeouts = (operation: configuration.operationTimeout, lock: configuration.lockTimeout)
+        let location = self.location
+        let clock = configuration.clock
+        let timer = Task {
+            try await clock.sleep(for: timeouts.operation)
+            leased.fail(TokenStoreError(.unavailable, path: location, "no database connection answered within \(timeouts.operation); is PostgreSQL up and reachable?"))
+            try await clock.sleep(for: timeouts.lock)
+            acquired.fail(TokenStoreError(.lockFailed, path: location, "the profile's lock was not granted within \(timeouts.operation + timeouts.lock)"))
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await leased.value()
+            return try await acquired.value()
+        } onCancel: {
+            leased.fail(CancellationError())
+            acquired.fail(CancellationError())
+        }
+    }
+
+    /// `body`'s result and the writes it decided on `rows`, with the rows that do not decode to move
+    /// to the quarantine table.
+    private nonisolated(nonsending) func decide<T>(
+        _ rows: [String: Row], scope: String?, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, writes: [Write], quarantined: Set<String>) {
+        // A row that does not decode reads as absent and is moved to the quarantine table when
+        // this transaction commits, whether or not the body changes anything (a body that
+        // throws rolls it all back). As the file store's corrupt file, it is kept: never
+        // overwritten, never deleted.
+        var profiles: [String: StoredProfile] = [:]
+        var writes: [Write] = []
+        var recovered: TokenStoreError?
+        for (name, row) in rows.sorted(by: { $0.key < $1.key }) {
+            do {
+                profiles[name] = try open(row, name: name)
+            } catch {
+                guard error.code == .corrupt else { throw error }
+                recovered = recovered ?? error
+                writes.append(.quarantine(name: name, expected: row.version, reason: "the payload does not decode as a profile (row format \(row.format), \(row.sealed ? "sealed" : "not sealed"))"))
             }
-            return result
+        }
+        var transaction = TokenStoreTransaction(profiles: profiles, scope: scope)
+        transaction.recoveredFrom = recovered
+        let result = try await body(&transaction)
+        try transaction.checkScope(store: location)
+        let quarantined = Set(writes.map(\.name))
+        for name in transaction.changedNames {
+            let expected = quarantined.contains(name) ? nil : rows[name]?.version
+            if let profile = transaction[name] {
+                let row = try seal(profile, name: name, version: (expected ?? 0) + 1)
+                writes.append(expected.map { .update(name: name, row, expected: $0) } ?? .insert(name: name, row))
+            } else if let expected {
+                writes.append(.delete(name: name, expected: expected))
+            }
+        }
+        return (result, writes, quarantined)
+    }
+
+    /// Waits for the transaction's task to write and commit, at most `operationTimeout`: past it the
+    /// outcome is unknown, and said so. Cancelling the caller cancels the task and waits for it.
+    private func committed(_ holding: Task<Void, any Error>, writes: Bool) async throws {
+        let outcome = OneShot<Void>()
+        let (timeout, location, clock) = (configuration.operationTimeout, self.location, configuration.clock)
+        let timer = Task {
+            try await clock.sleep(for: timeout)
+            outcome.fail(TokenStoreError(
+                .unavailable, path: location,
+                "PostgreSQL did not confirm the transaction within \(timeout); its writes may or may not have been applied"))
+        }
+        defer { timer.cancel() }
+        Task {
+            do { try await holding.value; outcome.fulfil(()) } catch { outcome.fail(error) }
+        }
+        do {
+            try await withTaskCancellationHandler {
+                if writes {
+                    try await Telemetry.storeOperation("write", store: "postgres") { try await outcome.value() }
+                } else {
+                    try await outcome.value()
+                }
+            } onCancel: {
+                holding.cancel()
+            }
+        } catch {
+            throw mapped(error, writesHandedOver: true)
         }
     }
 
@@ -295,8 +353,12 @@ public final class PostgresTokenStore: TokenStore {
         let namespaceLock = "loginkit:\(configuration.table):\(namespace)"
         do {
             try await client.withTransaction(logger: logger) { connection in
-                leased.fulfil(())
+                // Leased, and answering: the first answer ends the wait `operationTimeout` bounds.
                 try await connection.query("SELECT set_config('lock_timeout', \(lockTimeout), true)", logger: logger)
+                // Abandoned while the connection was not answering: no locks taken (PostgresNIO does
+                // not stop a query already sent, so this is the last point to stop at once).
+                try Task.checkCancellation()
+                leased.fulfil(())
                 let rows: [String: Row]
                 if let scope {
                     let profileLock = "\(namespaceLock)/\(scope)"

@@ -249,6 +249,78 @@ struct PostgresOutageTests {
         if let failure { throw failure }
     }
 
+    /// A server that stops answering (its processes frozen: the connections stay open, nothing
+    /// comes back, as in a network partition) ends each call at its deadline with `.unavailable`
+    /// (the lock wait set past the suite's time limit, so only `operationTimeout` can end them);
+    /// once the server answers again the store works, and what the timed-out calls left behind
+    /// has rolled back.
+    @Test func aFrozenDatabaseEndsEachCallAtItsDeadline() async throws {
+        let script = try #require(TestDatabase.clusterScript)
+        let created = try await runCapturing(script, ["create"])
+        try #require(created.status == 0)
+        let parts = created.output.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        let directory = try #require(parts.first)
+        let port = try #require(parts.last)
+        var configuration = TestDatabase.configuration(readsFromMemory: false)
+        // What a frozen server costs each call below; with the whole suite running in parallel
+        // a shorter deadline also ends calls to a server that is only slow.
+        configuration.operationTimeout = .seconds(5)
+        configuration.lockTimeout = .seconds(600)
+        var failure: (any Error)?
+        do {
+            try await PostgresTokenStore.withStore(
+                try PostgresTokenStore.connection(url: "postgres://loginkit@127.0.0.1:\(port)/postgres"), configuration: configuration
+            ) { store in
+                try await store.save(sampleProfile("a"), as: "default")  // the pool keeps a connection
+                #expect(await run(script, ["freeze", directory]) == 0)
+                // Each call ends at its deadline, not at a later one (PostgresNIO's connect timeout,
+                // the 600 s lock wait): the slack is for a loaded machine.
+                let clock = ContinuousClock()
+                let bound = configuration.operationTimeout + .seconds(3)
+                // The write first: it gets the pool's open connection, so its transaction waits on a
+                // connection that does not answer (the others wait for a new one).
+                var write: TokenStoreError?, read: TokenStoreError?, other: TokenStoreError?
+                let times = [
+                    await clock.measure { write = await thrown { try await store.save(sampleProfile("b"), as: "default") } as? TokenStoreError },
+                    await clock.measure { read = await thrown { try await store.profile(named: "default") } as? TokenStoreError },
+                    await clock.measure { other = await thrown { try await store.save(sampleProfile("c"), as: "other") } as? TokenStoreError },
+                ]
+                #expect(await run(script, ["thaw", directory]) == 0)
+                #expect(read?.code == .unavailable)
+                #expect(write?.code == .unavailable)
+                #expect(other?.code == .unavailable)
+                #expect(times.allSatisfy { $0 < bound }, "each call ends at its deadline: \(times)")
+                // Answering again: the timed-out transactions rolled back (or their writes are
+                // there whole), and new calls go through.
+                try await store.save(sampleProfile("d"), as: "default")
+                #expect(try await store.profile(named: "default")?.userID == "user-d")
+                #expect(try await store.profile(named: "other") == nil, "a transaction given up on did not commit later")
+
+                // Frozen after the writes are decided: the commit is not confirmed in time, and once
+                // the server answers the row is the old one or the new one, whole.
+                var committing: TokenStoreError?
+                let commitTime = await clock.measure {
+                    committing = await thrown {
+                        try await store.withExclusiveAccess(to: "default") { transaction in
+                            transaction["default"] = sampleProfile("e")
+                            #expect(await run(script, ["freeze", directory]) == 0)
+                        }
+                    } as? TokenStoreError
+                }
+                #expect(await run(script, ["thaw", directory]) == 0)
+                #expect(committing?.code == .unavailable)
+                #expect(commitTime < bound)
+                let after = try await store.profile(named: "default")
+                #expect(after == sampleProfile("d") || after == sampleProfile("e"))
+            }
+        } catch {
+            failure = error
+        }
+        _ = await run(script, ["thaw", directory])  // a frozen server cannot be stopped
+        #expect(await run(script, ["destroy", directory]) == 0)
+        if let failure { throw failure }
+    }
+
     /// A store call whose task is cancelled while it waits for the stopped database throws
     /// `CancellationError`, not `.unavailable` (the pool fails a cancelled connection request with
     /// its own error). The store's deadlines run on a manual clock, so only the cancellation ends
@@ -275,12 +347,46 @@ struct PostgresOutageTests {
         }
     }
 
+    /// Many transactions racing their deadlines against a stopped database each end with
+    /// `.unavailable`: none waits on after its deadline for a connection the pool will not hand out
+    /// (the pool need not honour the cancellation of a connection request: this call hung two
+    /// runs of `make test`, docs/development.md). Short deadlines on the real clock, so that they
+    /// fall at every point of the pool's connection attempts and back-off.
+    func transactionsRacingTheirDeadlinesEachEnd(url: String, configuration: PostgresTokenStore.Configuration) async throws {
+        var configuration = configuration
+        configuration.readsFromMemory = false
+        let client = PostgresClient(configuration: try PostgresTokenStore.connection(url: url))
+        let deadlines = (0..<200).map { Duration.milliseconds(1 + ($0 * 37) % 150) }  // 1 … 150 ms, spread
+        let stores = try deadlines.map { deadline in
+            var callConfiguration = configuration
+            callConfiguration.operationTimeout = deadline
+            return try PostgresTokenStore(client: client, configuration: callConfiguration)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            let codes = await withTaskGroup(of: TokenStoreError.Code?.self) { calls in
+                for (index, callStore) in stores.enumerated() {
+                    calls.addTask {
+                        let error = await thrown { try await callStore.save(sampleProfile("r\(index)"), as: "racer") }
+                        return (error as? TokenStoreError)?.code
+                    }
+                }
+                var codes: [TokenStoreError.Code?] = []
+                for await code in calls { codes.append(code) }
+                return codes
+            }
+            #expect(codes.count == deadlines.count)
+            #expect(codes.allSatisfy { $0 == .unavailable }, "every call ends, with .unavailable: \(codes)")
+            group.cancelAll()
+        }
+    }
+
     func exercise(script: String, directory: String, url: String) async throws {
         // Without memory reads: the reads right after the stop must reach the stopped database.
         var configuration = TestDatabase.configuration(readsFromMemory: false)
         configuration.operationTimeout = .seconds(5)  // what a stopped database costs each call below
         configuration.lockTimeout = .seconds(600)  // past the time limit: only operationTimeout may end a call
-        // This test hung two runs of `make test` on 2026-11-25 and never since (docs/development.md):
+        // This test hung runs of `make test` on 2026-11-25 and 2026-11-26 (docs/development.md):
         // each step is logged on stderr, so that a hung run's log names the step; with
         // LOGINKIT_TEST_POSTGRES_TRACE=1 the store's pool logs every event too.
         if ProcessInfo.processInfo.environment["LOGINKIT_TEST_POSTGRES_TRACE"] == "1" {
@@ -310,6 +416,8 @@ struct PostgresOutageTests {
                     step("write with the database stopped")
                     let write = await thrown { try await store.save(sampleProfile("x"), as: "other") } as? TokenStoreError
                     #expect(write?.code == .unavailable)
+                    step("transactions racing their deadlines with the database stopped")
+                    try await transactionsRacingTheirDeadlinesEachEnd(url: url, configuration: configuration)
                     step("calls cancelled with the database stopped")
                     try await cancelledCallsThrowCancellation(url: url, configuration: configuration)
                     step("a valid token from memory")
