@@ -168,29 +168,51 @@ func withTimeout<T: Sendable>(
     _ timeout: Duration, on clock: any AuthClock = SystemClock(), _ location: String, _ message: String,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    // The body's own result or error arrives as a value; the deadline and cancellation as errors.
-    let outcome = OneShot<Result<T, any Error>>()
-    let work = Task {
-        do { outcome.fulfil(.success(try await body())) } catch { outcome.fulfil(.failure(error)) }
-    }
-    let timer = Task {
-        try await clock.sleep(for: timeout)
-        outcome.fail(TokenStoreError(.unavailable, path: location, message))
-    }
-    defer { timer.cancel() }
-    let result: Result<T, any Error>
+    let work = Task { try await body() }
     do {
-        result = try await withTaskCancellationHandler {
-            try await outcome.value()
-        } onCancel: {
-            outcome.fail(CancellationError())
-        }
+        return try await outcome(of: work, within: timeout, on: clock, whenCancelled: .giveUp) {
+            TokenStoreError(.unavailable, path: location, message)
+        }.get()
     } catch {
-        work.cancel()  // given up on: not awaited
+        work.cancel()
         throw error
     }
-    _ = await work.result  // it has answered: only its last step is left
-    return try result.get()
+}
+
+/// What a caller waiting on a task with ``outcome(of:within:on:whenCancelled:expired:)`` does when
+/// it is cancelled.
+enum CancelledWait {
+    /// Throw `CancellationError` at once; the task is the caller's to cancel.
+    case giveUp
+    /// Cancel the task and wait on for its outcome (still bounded by the deadline): what it did
+    /// must be known.
+    case cancelTaskAndWait
+}
+
+/// `task`'s outcome, or `expired()` thrown once `timeout` has passed on `clock`; the task is not
+/// awaited past that. The one race of a task against a deadline the store's calls share.
+func outcome<T: Sendable>(
+    of task: Task<T, any Error>, within timeout: Duration, on clock: any AuthClock, whenCancelled: CancelledWait,
+    expired: @escaping @Sendable () -> TokenStoreError
+) async throws -> Result<T, any Error> {
+    let outcome = OneShot<Result<T, any Error>>()
+    let forwarder = Task { outcome.fulfil(await task.result) }
+    let timer = Task {
+        try await clock.sleep(for: timeout)
+        outcome.fail(expired())
+    }
+    defer {
+        timer.cancel()
+        forwarder.cancel()
+    }
+    return try await withTaskCancellationHandler {
+        try await outcome.value()
+    } onCancel: {
+        switch whenCancelled {
+        case .giveUp: outcome.fail(CancellationError())
+        case .cancelTaskAndWait: task.cancel()
+        }
+    }
 }
 
 extension PostgresTokenStore: TokenStoreChangeStamp {

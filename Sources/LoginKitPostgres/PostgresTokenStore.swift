@@ -318,27 +318,19 @@ public final class PostgresTokenStore: TokenStore {
     /// Waits for the transaction's task to write and commit, at most `operationTimeout`: past it the
     /// outcome is unknown, and said so. Cancelling the caller cancels the task and waits for it.
     private func committed(_ holding: Task<Void, any Error>, writes: Bool) async throws {
-        let outcome = OneShot<Void>()
-        let (timeout, location, clock) = (configuration.operationTimeout, self.location, configuration.clock)
-        let timer = Task {
-            try await clock.sleep(for: timeout)
-            outcome.fail(TokenStoreError(
-                .unavailable, path: location,
-                "PostgreSQL did not confirm the transaction within \(timeout); its writes may or may not have been applied"))
-        }
-        defer { timer.cancel() }
-        Task {
-            do { try await holding.value; outcome.fulfil(()) } catch { outcome.fail(error) }
+        let (timeout, location) = (configuration.operationTimeout, self.location)
+        let confirmed = {
+            try await outcome(of: holding, within: timeout, on: self.configuration.clock, whenCancelled: .cancelTaskAndWait) {
+                TokenStoreError(
+                    .unavailable, path: location,
+                    "PostgreSQL did not confirm the transaction within \(timeout); its writes may or may not have been applied")
+            }.get()
         }
         do {
-            try await withTaskCancellationHandler {
-                if writes {
-                    try await Telemetry.storeOperation("write", store: "postgres") { try await outcome.value() }
-                } else {
-                    try await outcome.value()
-                }
-            } onCancel: {
-                holding.cancel()
+            if writes {
+                try await Telemetry.storeOperation("write", store: "postgres") { try await confirmed() }
+            } else {
+                try await confirmed()
             }
         } catch {
             throw mapped(error, writesHandedOver: true)
