@@ -32,6 +32,9 @@ public final class CurlHTTPClient: HTTPTransport {
     public let configuration: Configuration
     let driver: CurlDriver
     private let nextID = Atomic<UInt64>(1)
+    /// The last URL this client checked, and what `send` needs from it: a client's requests mostly
+    /// go to one endpoint, and the check (`URLParts`) is a parse.
+    private let lastDestination = LockedState<Destination?>(nil)
 
     /// Starts a client and its driver thread.
     ///
@@ -70,13 +73,13 @@ public final class CurlHTTPClient: HTTPTransport {
     ///   with a body) or
     ///   `CancellationError` when the calling task is cancelled.
     public func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data) {
-        guard let url = request.urlString, let parts = URLParts(url) else {
+        guard let url = request.urlString, let destination = destination(of: url) else {
             throw NetworkError(.invalidRequest, "the request needs an absolute http(s) URL without user info")
         }
-        if parts.scheme == "http" && !parts.isLoopback && !configuration.allowsInsecureHTTP {
+        if destination.isPlainHTTP && !destination.isLoopback && !configuration.allowsInsecureHTTP {
             throw NetworkError(
                 .insecureURL,
-                "refused plain http:// to \(parts.host): use https://, or allow insecure HTTP explicitly for this client"
+                "refused plain http:// to \(destination.host): use https://, or allow insecure HTTP explicitly for this client"
             )
         }
         if request.method == .head && body != nil {
@@ -88,7 +91,7 @@ public final class CurlHTTPClient: HTTPTransport {
         return try await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let submission = Submission(
-                    id: id, url: url, bypassesProxy: parts.isLoopback, request: request, body: body,
+                    id: id, url: url, bypassesProxy: destination.isLoopback, request: request, body: body,
                     continuation: Completion(exchange: exchange, continuation: continuation)
                 )
                 // A task already cancelled takes no handle (the phase below settles any later race).
@@ -169,6 +172,24 @@ public final class CurlHTTPClient: HTTPTransport {
     public func shutdown() async {
         await driver.shutdown()
     }
+
+    /// What `send` needs from `url`, or `nil` when it is no absolute http(s) URL (`URLParts`).
+    /// The last URL's answer is kept: the same string always splits the same way.
+    private func destination(of url: String) -> Destination? {
+        if let last = lastDestination.withLock({ $0 }), last.url == url { return last }
+        guard let parts = URLParts(url) else { return nil }
+        let destination = Destination(url: url, isPlainHTTP: parts.scheme == "http", isLoopback: parts.isLoopback, host: parts.host)
+        lastDestination.withLock { $0 = destination }
+        return destination
+    }
+}
+
+/// A request URL as `send` checks it.
+private struct Destination: Sendable {
+    let url: String
+    let isPlainHTTP: Bool
+    let isLoopback: Bool
+    let host: String
 }
 
 /// One request between its caller's task and the driver thread, under one lock (one allocation):

@@ -368,6 +368,7 @@ struct ReceivedResponse: Sendable {
     func response() -> HTTPResponse {
         var fields = HTTPFields()
         fields.reserveCapacity(fieldCount)
+        let commonNames = Self.commonNames
         head.withUnsafeBytes { bytes in
             var offset = 0
             while offset + 8 <= bytes.count {
@@ -377,13 +378,30 @@ struct ReceivedResponse: Sendable {
                 let valueStart = nameStart + nameLength
                 offset = valueStart + valueLength
                 guard offset <= bytes.count else { break }  // cannot happen: `appendField` wrote them
-                let name = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[nameStart..<valueStart]), as: UTF8.self)
-                guard let name = HTTPField.Name(name) else { continue }  // cannot happen: a token
+                let nameBytes = UnsafeRawBufferPointer(rebasing: bytes[nameStart..<valueStart])
+                let name: HTTPField.Name
+                if let common = commonNames.first(where: { $0.bytes.elementsEqual(nameBytes) }) {
+                    name = common.name
+                } else if let parsed = HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) {
+                    name = parsed
+                } else {
+                    continue  // cannot happen: a token
+                }
                 fields.append(HTTPField(name: name, value: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[valueStart..<offset]), as: UTF8.self)))
             }
         }
         return HTTPResponse(status: .init(code: status), headerFields: fields)
     }
+
+    /// Names servers send in most responses, spelled as they usually spell them. A name received
+    /// byte for byte like one of these is that name (the same raw and canonical name
+    /// `HTTPField.Name.init` would make, without its validation and lowercasing); any other is
+    /// validated and lowercased.
+    static let commonNames: [(bytes: [UInt8], name: HTTPField.Name)] = [
+        HTTPField.Name.contentType, .contentLength, .date, .server, .connection, .cacheControl,
+        .transferEncoding, .vary, .expires, .wwwAuthenticate, .location, .setCookie, .contentEncoding,
+        .eTag, .lastModified, .retryAfter, .via, .age,
+    ].map { (Array($0.rawName.utf8), $0) }
 }
 
 // MARK: libcurl callbacks (C function pointers; the context is an unretained `Transfer`)

@@ -405,6 +405,24 @@ struct CurlHTTPClientTests {
         #expect(networkError.transportCode == nil)
     }
 
+    /// The client keeps its last URL's check: each URL is still judged on its own, whatever came
+    /// before it (loopback, then not, then loopback again, then not again).
+    @Test func eachURLIsCheckedOnItsOwnWhateverTheLastOneWas() async throws {
+        try await withServerAndClient { server, client in
+            for _ in 0..<2 {
+                let (response, _) = try await client.send(.get, server.url("/test/status/200"))
+                #expect(response.status == .ok)
+                let refused = await thrown { try await client.send(.get, "http://example.com/token") }
+                #expect((refused as? NetworkError)?.code == .insecureURL)
+                let refusedAgain = await thrown { try await client.send(.get, "http://example.com/token") }
+                #expect((refusedAgain as? NetworkError)?.code == .insecureURL)
+                let withUserInfo = HTTPRequest(method: .get, scheme: "http", authority: "user@127.0.0.1", path: "/token")
+                let malformed = await thrown { try await client.send(withUserInfo, body: nil) }
+                #expect((malformed as? NetworkError)?.code == .invalidRequest)
+            }
+        }
+    }
+
     @Test func aConnectionClosedMidBodyGivesConnectionLost() async throws {
         try await withServerAndClient { server, client in
             let error = await thrown { try await client.send(.get, server.url("/test/close-after-headers")) }

@@ -51,6 +51,28 @@ struct ReceivedResponseTests {
         #expect(response.headerFields[values: .setCookie] == ["a=1", "b=2"])
     }
 
+    /// A name spelled like one of the common names is taken from the table without validation: it
+    /// must be the very name `HTTPField.Name.init` makes of those bytes (raw and canonical), and a
+    /// name that differs from it in case alone, or is longer or shorter, must not match it.
+    @Test func commonNamesAreTheNamesHTTPTypesMakes() throws {
+        #expect(ReceivedResponse.commonNames.count >= 10)
+        for common in ReceivedResponse.commonNames {
+            let made = try #require(HTTPField.Name(String(decoding: common.bytes, as: UTF8.self)))
+            #expect(made.rawName == common.name.rawName)
+            #expect(made.canonicalName == common.name.canonicalName)
+            let variants = [common.name.rawName.lowercased(), common.name.rawName.uppercased(), common.name.rawName + "x", String(common.name.rawName.dropLast())]
+            for variant in variants where variant != common.name.rawName {
+                var head: [UInt8] = []
+                Array(variant.utf8).withUnsafeBytes { name in
+                    Array("v".utf8).withUnsafeBytes { value in ReceivedResponse.appendField(name: name, value: value, to: &head) }
+                }
+                let field = try #require(ReceivedResponse(status: 200, fieldCount: 1, head: head, body: Data()).response().headerFields.first)
+                #expect(field.name.rawName == variant)
+                #expect(field.name.canonicalName == variant.lowercased())
+            }
+        }
+    }
+
     /// Kept header lines are reused only for the same bytes: a `memcmp` for native strings.
     @Test func sameBytesComparesBytesNotCharacters() {
         #expect(Transfer.sameBytes("", ""))
