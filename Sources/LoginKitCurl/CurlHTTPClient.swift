@@ -174,9 +174,11 @@ public final class CurlHTTPClient: HTTPTransport {
     }
 
     /// What `send` needs from `url`, or `nil` when it is no absolute http(s) URL (`URLParts`).
-    /// The last URL's answer is kept: the same string always splits the same way.
+    /// The last URL's answer is kept: the same bytes always split the same way. Compared as bytes,
+    /// not with `==`, which calls canonically equivalent spellings equal: `URLParts` splits on
+    /// bytes, and the answer must not rest on no rule of it ever telling two such spellings apart.
     private func destination(of url: String) -> Destination? {
-        if let last = lastDestination.withLock({ $0 }), last.url == url { return last }
+        if let last = lastDestination.withLock({ $0 }), Transfer.sameBytes(last.url, url) { return last }
         guard let parts = URLParts(url) else { return nil }
         let destination = Destination(url: url, isPlainHTTP: parts.scheme == "http", isLoopback: parts.isLoopback, host: parts.host)
         lastDestination.withLock { $0 = destination }

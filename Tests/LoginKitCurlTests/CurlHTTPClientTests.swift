@@ -416,6 +416,11 @@ struct CurlHTTPClientTests {
                 #expect((refused as? NetworkError)?.code == .insecureURL)
                 let refusedAgain = await thrown { try await client.send(.get, "http://example.com/token") }
                 #expect((refusedAgain as? NetworkError)?.code == .insecureURL)
+                // A loopback URL, then a longer one it is a prefix of, to another host. (What the
+                // first one gets back does not matter here: it is checked, and its answer kept.)
+                _ = await thrown { try await client.send(.get, "http://127.0.0.1") }
+                let longer = await thrown { try await client.send(.get, "http://127.0.0.1.example.com/token") }
+                #expect((longer as? NetworkError)?.code == .insecureURL)
                 let withUserInfo = HTTPRequest(method: .get, scheme: "http", authority: "user@127.0.0.1", path: "/token")
                 let malformed = await thrown { try await client.send(withUserInfo, body: nil) }
                 #expect((malformed as? NetworkError)?.code == .invalidRequest)
