@@ -48,6 +48,13 @@ enum DevServerTool {
             failure.report()
             exit(failure.exitCode)
         } catch {
+            // `--help` at the root: ArgumentParser's help command answers by throwing, as it does
+            // for `help serve`. Printed as help, not as a failure.
+            if DevServerToolCommand.exitCode(for: error) == .success {
+                let message = DevServerToolCommand.fullMessage(for: error)
+                if !message.isEmpty { print(message) }
+                exit(0)
+            }
             ToolFailure("\(error)").report()
             exit(1)
         }

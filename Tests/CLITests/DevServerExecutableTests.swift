@@ -39,6 +39,17 @@ struct DevServerExecutableTests {
         #expect(await child.exitStatus() == 0)
     }
 
+    /// Before: `loginkit-dev-server --help` printed `loginkit-dev-server: CommandError(…helpRequested…)`
+    /// on stderr and exited 1.
+    @Test func helpIsPrintedAsHelp() async throws {
+        for arguments in [["--help"], ["help"], ["serve", "--help"]] {
+            let help = try await loginkit(arguments, executable: try devServerPath())
+            #expect(help.status == 0, "\(arguments): \(help.all)")
+            #expect(help.stdout.contains("USAGE"), "\(arguments): \(help.all)")
+            #expect(help.stderr.isEmpty, "\(arguments): \(help.all)")
+        }
+    }
+
     /// Before: there was no `loginkit-dev-server`.
     @Test func sigtermStopsTheExecutableCleanly() async throws {
         let child = try ServerChild(try devServerPath(), ["--quiet"])
