@@ -36,12 +36,16 @@ build: deps
 	$(SWIFT) build
 
 # The CLI as installed: optimised, with the Swift runtime and Foundation linked statically
-# (--static-swift-stdlib: no dynamic symbol lookup for them at start-up; docs/benchmarks.md). Its
-# own scratch path, so that debug builds and tests keep theirs. Install the three together.
+# (--static-swift-stdlib: no dynamic symbol lookup for them at start-up; docs/benchmarks.md), and
+# linked by lld with packed relocations and no exported symbols where the toolchain and the C
+# library allow it (scripts/release-link-flags.sh; the executables then need glibc 2.36 or later
+# where they run: `make release RELEASE_FLAGS=` links them as before). Its own scratch path, so
+# that debug builds and tests keep theirs. Install the three together.
+RELEASE_FLAGS = $(shell sh scripts/release-link-flags.sh $(SWIFT))
 release: deps
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-release --product loginkit
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-release --product loginkit-fleet
-	$(SWIFT) build -c release --static-swift-stdlib --scratch-path .build-release --product loginkit-dev-server
+	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit
+	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit-fleet
+	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit-dev-server
 	@echo "built: $$($(SWIFT) build -c release --scratch-path .build-release --show-bin-path)/{loginkit,loginkit-fleet,loginkit-dev-server}"
 
 demo: deps

@@ -167,16 +167,19 @@ def build():
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit-alone"], check=True, cwd=ROOT)
     # The expiry storm's identity provider in its own process, as `loginkit demo` runs it.
     subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "loginkit-dev-server"], check=True, cwd=ROOT)
-    # The CLI as `make release` builds it (Swift runtime linked statically), in that scratch path.
+    # The CLI as `make release` builds it (Swift runtime linked statically, its link flags), in that
+    # scratch path.
     release = os.path.join(ROOT, ".build-release")
-    subprocess.run(["swift", "build", "-c", "release", "--static-swift-stdlib", "--scratch-path", release, "--product", "loginkit"], check=True, cwd=ROOT)
+    release_flags = subprocess.run(["sh", os.path.join(ROOT, "scripts", "release-link-flags.sh"), "swift"], check=True, capture_output=True, text=True).stdout.split()
+    subprocess.run(["swift", "build", "-c", "release", "--static-swift-stdlib", *release_flags, "--scratch-path", release, "--product", "loginkit"], check=True, cwd=ROOT)
     cli_path = subprocess.run(["swift", "build", "-c", "release", "--scratch-path", release, "--show-bin-path"],
                               check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
     # LoginKit's HTTP process again, and the smallest Swift process, with the Swift runtime linked
-    # statically (as `make release` builds the CLI): the RSS comparison (docs/benchmarks.md).
+    # statically and the same link flags (as `make release` builds the CLI): the RSS comparison
+    # (docs/benchmarks.md).
     static = os.path.join(BENCH, ".build-static")
     for product in ("loginkit-alone", "swift-floor"):
-        subprocess.run(["swift", "build", "-c", "release", "--static-swift-stdlib", "--package-path", BENCH, "--scratch-path", static,
+        subprocess.run(["swift", "build", "-c", "release", "--static-swift-stdlib", *release_flags, "--package-path", BENCH, "--scratch-path", static,
                         "--product", product], check=True, cwd=ROOT)
     static_path = subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--scratch-path", static, "--show-bin-path"],
                                  check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
