@@ -43,6 +43,9 @@ build: deps
 # that debug builds and tests keep theirs. Install the three together.
 RELEASE_FLAGS = $(shell sh scripts/release-link-flags.sh $(SWIFT))
 release: deps
+	@# SwiftPM keeps a scratch path's build plan when only -Xswiftc flags change: drop it (the
+	@# objects stay), so that a change of RELEASE_FLAGS reaches the link.
+	rm -f .build-release/release.yaml .build-release/release/description.json
 	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit
 	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit-fleet
 	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit-dev-server

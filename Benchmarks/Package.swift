@@ -19,11 +19,12 @@ let package = Package(
         // The output, statistics and HTTP loop every executable shares; LoginKit only.
         .target(
             name: "BenchCore",
-            dependencies: [.product(name: "LoginKit", package: "LoginKit")],
+            dependencies: ["CBench", .product(name: "LoginKit", package: "LoginKit")],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
         // LoginKit's HTTP runs, in a process with nothing else linked in (its own RSS and CPU).
-        // The smallest Swift process, for the RSS floor (built with the runtime linked statically).
+        // The smallest Swift process, for the RSS floors (built with the runtime linked statically,
+        // and with it as shared libraries).
         .executableTarget(name: "swift-floor", swiftSettings: [.enableUpcomingFeature("ExistentialAny")]),
         .executableTarget(
             name: "loginkit-alone",

@@ -2,13 +2,16 @@
 # Prints the extra `swift build` flags for LoginKit's release executables (`make release`, and the
 # bench's static builds, which measure what `make release` ships): linked by lld with packed
 # relative relocations (DT_RELR: the 39,000 R_X86_64_RELATIVE entries of a static-stdlib
-# executable take 0.9 MB, read and kept resident at every start; packed they take a few KB), and
-# without exported symbols (scripts/executables.map). docs/benchmarks.md (2026-11-26, midday) has the
-# figures, docs/development.md what it asks of the machine that runs the executables.
+# executable take 0.9 MB, read and kept resident at every start; packed they take a few KB),
+# without exported symbols (scripts/executables.map), and with libstdc++ linked in (the Swift
+# runtime is its only user here; the shared one costs ~0.9 MB resident, most of it its own start-up:
+# locales and streams the runtime never uses). docs/benchmarks.md (2026-11-26, midday and
+# afternoon) has the figures, docs/development.md what it asks of the machine that runs them.
 #
 # Usage: sh scripts/release-link-flags.sh [path to swift]. Prints nothing, and the build links as
 # before, when that toolchain has no lld, when this C library is older than glibc 2.36 (the first
-# to apply DT_RELR), or when the checkout's path holds whitespace (the flags name a file in it).
+# to apply DT_RELR), or when the checkout's path holds whitespace (the flags name files in it).
+# Leaves libstdc++ shared when the toolchain's clang finds no libstdc++.a.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 case "$here" in
@@ -30,4 +33,17 @@ esac
 if [ "$major" -lt 2 ] || { [ "$major" -eq 2 ] && [ "$minor" -lt 36 ]; }; then
   exit 0
 fi
-echo "-Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --version-script=$here/executables.map"
+flags="-Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --version-script=$here/executables.map"
+# libstdc++ linked in: the Swift runtime's link asks for `-lstdc++`, and the linker takes the first
+# libstdc++ it finds in the search path, so a directory that holds only the archive goes first.
+archive=$("$toolchain_bin/clang" -print-file-name=libstdc++.a 2>/dev/null || true)
+case "$archive" in
+  /*)
+    static_cxx=$(dirname "$here")/.build-static-libstdc++
+    # A checkout it cannot write to keeps libstdc++ shared, and the other flags.
+    if [ -f "$archive" ] && mkdir -p "$static_cxx" 2>/dev/null && ln -sf "$archive" "$static_cxx/libstdc++.a" 2>/dev/null; then
+      flags="$flags -Xswiftc -L$static_cxx"
+    fi
+    ;;
+esac
+echo "$flags"

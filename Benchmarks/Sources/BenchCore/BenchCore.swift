@@ -9,6 +9,7 @@ public import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import CBench
 import LoginKit
 import Synchronization
 
@@ -71,12 +72,14 @@ public struct LoginKitPeer: Peer {
     public init(url: String, onDriverThread: Bool) throws {
         self.onDriverThread = onDriverThread
         client = try CurlHTTPClient()
-        // "scheme://authority/path": the bench's own nginx URL.
-        guard let schemeEnd = url.firstRange(of: "://") else { throw BenchError("bad URL \(url)") }
-        let rest = url[schemeEnd.upperBound...]
+        // "scheme://authority/path": the bench's own nginx URL. Split with `firstIndex(of:)`, not
+        // `firstRange(of:)`, which brings `_StringProcessing`'s code into the process whose peak RSS
+        // is LoginKit's (docs/benchmarks.md, 2026-11-26 afternoon).
+        guard let colon = url.firstIndex(of: ":"), url[colon...].hasPrefix("://") else { throw BenchError("bad URL \(url)") }
+        let rest = url[url.index(colon, offsetBy: 3)...]
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
         request = HTTPRequest(
-            method: .post, scheme: String(url[..<schemeEnd.lowerBound]), authority: String(rest[..<slash]),
+            method: .post, scheme: String(url[..<colon]), authority: String(rest[..<slash]),
             path: slash == rest.endIndex ? "/" : String(rest[slash...]), headerFields: [.contentType: "application/json"])
     }
 
@@ -115,9 +118,9 @@ public func benchHTTP(_ peer: any Peer, mode: String, requests: Int, inFlight: I
     }
     let next = Counter()
     let clock = ContinuousClock()
-    // One buffer for every latency, allocated once and sorted in place, as the C peers do
-    // (`calloc` and `qsort`): per-worker arrays grown by doubling, merged and copied to sort, held
-    // 3–5 MB more at 200,000 requests, which the peak RSS counted as the client's.
+    // One buffer for every latency, allocated once, its percentiles selected in place, as the C
+    // peers do (`calloc`, then a selection): per-worker arrays grown by doubling, merged and copied
+    // to sort, held 3–5 MB more at 200,000 requests, which the peak RSS counted as the client's.
     let latencies = LatencySlots(count: requests)
     defer { latencies.deallocate() }
     let cpuBefore = cpuSeconds()
@@ -141,17 +144,17 @@ public func benchHTTP(_ peer: any Peer, mode: String, requests: Int, inFlight: I
     let elapsed = seconds(clock.now - started)
     let cpu = cpuSeconds() - cpuBefore
     try await peer.shutdown()
-    let (p50, p99) = latencies.sortedPercentiles(0.5, 0.99)
-    emit([
-        "requests": Double(requests), "seconds": elapsed, "p50_us": p50 * 1e6,
-        "p99_us": p99 * 1e6, "cpu_s_per_10k": cpu / Double(requests) * 10_000,
-    ])
+    let (p50, p99) = latencies.percentiles(0.5, 0.99)
+    // Printed by C (`printf`), as the C peers print: a `Dictionary`, sorted keys and Swift's number
+    // formatting brought more of the standard library's code into the process whose peak RSS is
+    // LoginKit's (docs/benchmarks.md, 2026-11-26 afternoon). Every Swift peer runs this same loop.
+    cbench_emit_http(Double(requests), elapsed, p50 * 1e6, p99 * 1e6, cpu / Double(requests) * 10_000)
 }
 
 /// The latencies of one HTTP run, one slot per request.
 ///
 /// Why `@unchecked Sendable` is safe here: each slot is written by exactly one worker — the one
-/// that claimed its index from the shared atomic counter — and the slots are read (sorted) only
+/// that claimed its index from the shared atomic counter — and the slots are read (selected) only
 /// after the task group has joined every worker, which orders all the writes before the reads.
 struct LatencySlots: @unchecked Sendable {  // safe: see the proof above
     private let slots: UnsafeMutableBufferPointer<Double>
@@ -165,11 +168,37 @@ struct LatencySlots: @unchecked Sendable {  // safe: see the proof above
         slots[index] = latency
     }
 
-    /// Sorts the slots in place and reads two percentiles.
-    func sortedPercentiles(_ first: Double, _ second: Double) -> (Double, Double) {
-        var memory = slots  // the same memory: sorting it sorts the slots
-        memory.sort()
-        return (percentile(sorted: slots, first), percentile(sorted: slots, second))
+    /// Two percentiles (`first` ≤ `second`), selected in place: no copy and no scratch buffer.
+    /// (`sort()`, a merge sort, allocated one, which the peak RSS counted as the client's: 0.57 MB
+    /// at 200,000 requests; docs/benchmarks.md, 2026-11-26 afternoon.) The slots end up partly
+    /// ordered.
+    func percentiles(_ first: Double, _ second: Double) -> (Double, Double) {
+        guard !slots.isEmpty else { return (.nan, .nan) }
+        func rank(_ fraction: Double) -> Int { min(slots.count - 1, Int(Double(slots.count) * fraction)) }
+        let low = rank(first), high = rank(second)
+        select(low, in: 0..<slots.count)
+        select(high, in: low..<slots.count)  // everything from `low` on is ≥ the `low`th
+        return (slots[low], slots[high])
+    }
+
+    /// Puts the value of rank `k` at index `k`, with no larger value before it and no smaller one
+    /// after it, within `range` (Hoare's selection; the middle element as the pivot).
+    private func select(_ k: Int, in range: Range<Int>) {
+        var lower = range.lowerBound, upper = range.upperBound - 1
+        while lower < upper {
+            let pivot = slots[lower + (upper - lower) / 2]
+            var i = lower, j = upper
+            while i <= j {
+                while slots[i] < pivot { i += 1 }
+                while slots[j] > pivot { j -= 1 }
+                if i <= j {
+                    slots.swapAt(i, j)
+                    i += 1
+                    j -= 1
+                }
+            }
+            if k <= j { upper = j } else if k >= i { lower = i } else { return }
+        }
     }
 
     func deallocate() {

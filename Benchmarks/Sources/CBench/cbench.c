@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -31,6 +32,22 @@ int cbench_durable_write(const uint8_t *bytes, size_t count, const char *directo
     int result = fsync(dir);
     close(dir);
     return result;
+}
+
+/* One JSON member: a number, or null when it is not finite (JSON has no NaN or infinity). */
+static void emit_member(const char *name, double value, const char *after) {
+    if (isfinite(value)) printf("\"%s\": %.9g%s", name, value, after);
+    else printf("\"%s\": null%s", name, after);
+}
+
+void cbench_emit_http(double requests, double seconds, double p50_us, double p99_us, double cpu_s_per_10k) {
+    printf("{");
+    emit_member("cpu_s_per_10k", cpu_s_per_10k, ", ");
+    emit_member("p50_us", p50_us, ", ");
+    emit_member("p99_us", p99_us, ", ");
+    emit_member("requests", requests, ", ");
+    emit_member("seconds", seconds, "}\n");
+    fflush(stdout);
 }
 
 long long cbench_malloc_count(void) {

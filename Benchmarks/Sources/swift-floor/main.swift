@@ -1,7 +1,8 @@
 // The smallest Swift process of the kind LoginKit runs in: the concurrency runtime with 64 child
 // tasks, FoundationEssentials, one line printed. `make bench` builds it with the Swift runtime linked
-// statically and reports its peak RSS less a C program's: what any Swift process adds to the C
-// libraries' own memory (docs/benchmarks.md, "Peak RSS").
+// statically (and with the release link flags, as LoginKit's static process) and with the runtime as
+// shared libraries, and reports each one's peak RSS less a C program's: what any Swift process adds
+// to the C libraries' own memory (docs/benchmarks.md, 2026-11-26 afternoon).
 import FoundationEssentials
 
 @main

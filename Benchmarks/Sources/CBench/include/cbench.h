@@ -15,4 +15,8 @@ long long cbench_malloc_count(void);
 /// 200 to warm up). Returns the µs per verify, or -1 if OpenSSL failed or a verify did not succeed.
 double cbench_openssl_p256_verify_us(int count);
 
+/// Prints an HTTP run's figures as one JSON line with `printf`, as the C peers print theirs (a
+/// figure that is not finite as `null`), and flushes standard output.
+void cbench_emit_http(double requests, double seconds, double p50_us, double p99_us, double cpu_s_per_10k);
+
 #endif
