@@ -37,8 +37,8 @@ build: deps
 
 # The CLI as installed: optimised, with the Swift runtime and Foundation linked statically
 # (--static-swift-stdlib: no dynamic symbol lookup for them at start-up; docs/benchmarks.md), and
-# linked by lld with packed relocations and no exported symbols where the toolchain and the C
-# library allow it (scripts/release-link-flags.sh; the executables then need glibc 2.36 or later
+# linked by lld with packed relocations, libstdc++ linked in and no exported symbols where the
+# toolchain and the C library allow it (scripts/release-link-flags.sh; the executables then need glibc 2.36 or later
 # where they run: `make release RELEASE_FLAGS=` links them as before). Its own scratch path, so
 # that debug builds and tests keep theirs. Install the three together.
 RELEASE_FLAGS = $(shell sh scripts/release-link-flags.sh $(SWIFT))
