@@ -30,11 +30,8 @@ enum DevServerTool {
         do {
             command = try DevServerToolCommand.parseAsRoot()
         } catch {
+            exitIfHelp(error)
             let message = DevServerToolCommand.fullMessage(for: error)
-            if DevServerToolCommand.exitCode(for: error) == .success {
-                if !message.isEmpty { print(message) }
-                exit(0)
-            }
             if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
             exit(2)  // usage, as `loginkit` reports it (ArgumentParser would use 64)
         }
@@ -48,16 +45,20 @@ enum DevServerTool {
             failure.report()
             exit(failure.exitCode)
         } catch {
-            // `--help` at the root: ArgumentParser's help command answers by throwing, as it does
-            // for `help serve`. Printed as help, not as a failure.
-            if DevServerToolCommand.exitCode(for: error) == .success {
-                let message = DevServerToolCommand.fullMessage(for: error)
-                if !message.isEmpty { print(message) }
-                exit(0)
-            }
+            exitIfHelp(error)  // `--help` at the root: the help command's `run()` throws it
             ToolFailure("\(error)").report()
             exit(1)
         }
+    }
+
+    /// ArgumentParser answers `--help`, `help` and `--version` by throwing, while parsing or from
+    /// its help command's `run()`: such an error is printed as the help it holds, and the process
+    /// exits 0. Any other error returns.
+    private static func exitIfHelp(_ error: any Error) {
+        guard DevServerToolCommand.exitCode(for: error) == .success else { return }
+        let message = DevServerToolCommand.fullMessage(for: error)
+        if !message.isEmpty { print(message) }
+        exit(0)
     }
 }
 
