@@ -12,6 +12,12 @@ BUILD_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config
 TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql python3-venv dbus gnome-keyring libglib2.0-bin libsecret-1-0 python3-seccomp
 
 SWIFT ?= swift
+# The dev server, the fleet store, the lifecycle integration and the CLI sit behind package traits
+# that are off by default, so that an app embedding the kit resolves none of their dependencies
+# (docs/architecture.md, "Weight"). This repository's own builds turn every trait on; every build
+# here uses the same flags, so that one build's products serve the next.
+TRAITS ?= --enable-all-traits
+export SWIFT_TRAITS = $(TRAITS)
 
 .PHONY: help deps test-deps build release demo test bench bench-docs reliability docs api check-api format lint clean
 
@@ -33,7 +39,7 @@ test-deps:
 	@scripts/install-deps.sh $(TEST_PACKAGES)
 
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build $(TRAITS)
 
 # The CLI as installed: optimised, with the Swift runtime and Foundation linked statically
 # (--static-swift-stdlib: no dynamic symbol lookup for them at start-up; docs/benchmarks.md), and
@@ -46,24 +52,26 @@ release: deps
 	@# SwiftPM keeps a scratch path's build plan when only -Xswiftc flags change: drop it (the
 	@# objects stay), so that a change of RELEASE_FLAGS reaches the link.
 	rm -f .build-release/release.yaml .build-release/release/description.json
-	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit
-	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit-fleet
-	$(SWIFT) build -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit-dev-server
-	@echo "built: $$($(SWIFT) build -c release --scratch-path .build-release --show-bin-path)/{loginkit,loginkit-fleet,loginkit-dev-server}"
+	$(SWIFT) build $(TRAITS) -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit
+	$(SWIFT) build $(TRAITS) -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit-fleet
+	$(SWIFT) build $(TRAITS) -c release --static-swift-stdlib $(RELEASE_FLAGS) --scratch-path .build-release --product loginkit-dev-server
+	@echo "built: $$($(SWIFT) build $(TRAITS) -c release --scratch-path .build-release --show-bin-path)/{loginkit,loginkit-fleet,loginkit-dev-server}"
 
 demo: deps
-	$(SWIFT) build --product loginkit
-	$(SWIFT) build --product loginkit-dev-server
-	$$($(SWIFT) build --show-bin-path)/loginkit demo
+	$(SWIFT) build $(TRAITS) --product loginkit
+	$(SWIFT) build $(TRAITS) --product loginkit-dev-server
+	$$($(SWIFT) build $(TRAITS) --show-bin-path)/loginkit demo
 
 test: test-deps
+	scripts/check-closure.sh
+	scripts/api-count.sh
 	scripts/check-doc-snippets.sh
-	$(SWIFT) build --build-tests
+	$(SWIFT) build $(TRAITS) --build-tests
 	# A hang must fail the run, not eat CI's 90 minutes: the suite takes about a minute. The output
 	# is line-buffered (stdbuf), so that a run ended by the time limit shows every test that ended,
 	# and a failed run lists the tests that started and never ended (scripts/unfinished-tests.py).
 	set -o pipefail; LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 LOGINKIT_REQUIRE_OIDC_PROVIDER=1 LOGINKIT_REQUIRE_KEYRING=1 timeout --kill-after=30 1200 \
-		stdbuf -oL -eL scripts/with-postgres.sh scripts/with-moto.sh scripts/with-oidc-provider.sh $(SWIFT) test --skip-build 2>&1 \
+		stdbuf -oL -eL scripts/with-postgres.sh scripts/with-moto.sh scripts/with-oidc-provider.sh $(SWIFT) test $(TRAITS) --skip-build 2>&1 \
 		| tee .build/test-output.log || { python3 scripts/unfinished-tests.py .build/test-output.log; exit 1; }
 	SWIFT=$(SWIFT) scripts/docs.sh
 	# The public API still matches docs/api.md (names; the signature comparison with the release
@@ -91,7 +99,7 @@ check-api: deps
 	SWIFT=$(SWIFT) scripts/check-api.sh
 
 reliability: test-deps
-	$(SWIFT) build --build-tests
+	$(SWIFT) build $(TRAITS) --build-tests
 	scripts/reliability.sh
 
 format:

@@ -1,6 +1,16 @@
 // swift-tools-version:6.2
-// LoginKit: log in over HTTP, keep tokens safe on disk, hand out valid tokens to concurrent callers.
-// Layout and contracts: docs/architecture.md (from ../shared/DESIGN.md).
+// LoginKit: log in over HTTP, keep tokens safe on disk, and give every concurrent caller a valid
+// token. Layout and contracts: docs/architecture.md.
+//
+// Weight: an app that depends on the `LoginKit` product (or LoginKitViewModel, LoginKitMocks)
+// resolves only swift-http-types, swift-log, swift-metrics, swift-distributed-tracing and
+// swift-service-context. The dev server (Hummingbird), the fleet store (postgres-nio), the
+// service-lifecycle integration and the CLI (swift-argument-parser) are behind package traits that
+// are off by default: a package that wants one of those products enables its trait, e.g.
+//     .package(url: "…/LoginKit.git", branch: "main", traits: ["Postgres"])
+// SwiftPM then resolves that trait's packages only. This repository's own builds enable every trait
+// (`make` passes --enable-all-traits; `swift build --enable-all-traits` by hand). Measured and
+// explained in docs/architecture.md, "Weight".
 import PackageDescription
 
 /// Settings every LoginKit target shares: Swift 6 mode comes from the tools version; warnings are
@@ -10,6 +20,9 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
+
+/// Dependencies of a trait's products only: resolved and built only when the trait is enabled.
+func when(_ trait: String) -> TargetDependencyCondition? { .when(traits: [trait]) }
 
 let package = Package(
     name: "LoginKit",
@@ -25,8 +38,16 @@ let package = Package(
         .executable(name: "loginkit-fleet", targets: ["loginkit-fleet"]),
         // The dev identity provider on its own, so that `loginkit` links no server framework.
         .executable(name: "loginkit-dev-server", targets: ["loginkit-dev-server"]),
-        // The fuzzers' entry points (Fuzz/ builds them with libFuzzer); not for applications.
-        .library(name: "LoginKitFuzzing", targets: ["LoginKitFuzzing"]),
+    ],
+    traits: [
+        .trait(name: "DevServer", description: "LoginKitDevServer and loginkit-dev-server: the embedded identity provider (Hummingbird)."),
+        .trait(name: "Postgres", description: "LoginKitPostgres and loginkit-fleet: the PostgreSQL token store (postgres-nio)."),
+        .trait(name: "Lifecycle", description: "LoginKitLifecycle: keeping tokens fresh under a swift-service-lifecycle ServiceGroup."),
+        .trait(name: "CLI", description: "The loginkit command-line tool (swift-argument-parser)."),
+        .trait(
+            name: "Development", description: "Everything, and what this package's own tests use (swift-property-based).",
+            enabledTraits: ["DevServer", "Postgres", "Lifecycle", "CLI"]),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
@@ -111,9 +132,9 @@ let package = Package(
             name: "LoginKitDevServer",
             dependencies: [
                 "LoginKitHTTP", "LoginKitJOSE",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Hummingbird", package: "hummingbird", condition: when("DevServer")),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: when("DevServer")),
+                .product(name: "NIOCore", package: "swift-nio", condition: when("DevServer")),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -123,7 +144,7 @@ let package = Package(
             name: "LoginKitLifecycle",
             dependencies: [
                 "LoginKit", "LoginKitHTTP",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: when("Lifecycle")),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -132,17 +153,9 @@ let package = Package(
             name: "LoginKitPostgres",
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitJOSE",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: when("Postgres")),
+                .product(name: "NIOCore", package: "swift-nio", condition: when("Postgres")),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
-        .target(
-            name: "LoginKitFuzzing",
-            dependencies: [
-                "LoginKit", "LoginKitJOSE", "LoginKitHTTP",
-                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strict
         ),
@@ -151,7 +164,7 @@ let package = Package(
             name: "LoginKitCommandLine",
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitViewModel", "CProcessControl",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: when("CLI")),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -162,7 +175,7 @@ let package = Package(
             name: "loginkit-fleet",
             dependencies: [
                 "LoginKitCommandLine", "LoginKit", "LoginKitHTTP", "LoginKitPostgres",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: when("Postgres")),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -172,7 +185,7 @@ let package = Package(
             name: "loginkit-dev-server",
             dependencies: [
                 "LoginKitDevServer", "LoginKit", "LoginKitHTTP", "LoginKitBrowserScript",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: when("DevServer")),
             ],
             swiftSettings: strict
         ),
@@ -180,7 +193,11 @@ let package = Package(
         // The child process of the multi-process store and refresh tests.
         .executableTarget(
             name: "loginkit-test-helper",
-            dependencies: ["LoginKit", "LoginKitMocks", "LoginKitPostgres"],
+            dependencies: [
+                "LoginKit", "LoginKitMocks", "LoginKitPostgres", "LoginKitLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: when("Lifecycle")),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/TestHelper",
             swiftSettings: strict
         ),
@@ -205,8 +222,8 @@ let package = Package(
         .testTarget(
             name: "LoginKitTests",
             dependencies: [
-                "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitFuzzing",
-                .product(name: "PropertyBased", package: "swift-property-based"),
+                "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based", condition: when("Development")),
             ],
             swiftSettings: strict
         ),
@@ -224,7 +241,7 @@ let package = Package(
             name: "CLITests",
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitTestSupport", "LoginKitPostgres",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: when("Postgres")),
             ],
             swiftSettings: strict
         ),
@@ -233,7 +250,7 @@ let package = Package(
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport", "LoginKitViewModel",
                 "LoginKitLifecycle",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: when("Lifecycle")),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -244,7 +261,7 @@ let package = Package(
             name: "LoginKitPostgresTests",
             dependencies: [
                 "LoginKitPostgres", "LoginKit", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: when("Postgres")),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -253,7 +270,7 @@ let package = Package(
             name: "LoginKitCurlTests",
             dependencies: [
                 "LoginKitCurl", "LoginKitHTTP", "LoginKitDevServer", "LoginKitTestSupport",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: when("DevServer")),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

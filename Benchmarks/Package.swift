@@ -8,7 +8,8 @@ let package = Package(
     name: "LoginKitBenchmarks",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "LoginKit", path: ".."),
+        // The DevServer trait: the storm's identity provider (LoginKitDevServer, loginkit-dev-server).
+        .package(name: "LoginKit", path: "..", traits: ["DevServer"]),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         // jwt-kit's own crypto (BoringSSL), measured alone for the ES256 comparison.

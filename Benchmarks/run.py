@@ -141,8 +141,8 @@ def drop_stale_objects(scratch, fingerprint):
     """Drops the release objects of LoginKit's and the bench's own modules in `scratch` when their
     sources changed since the last build there. SwiftPM's incremental build can keep a client
     module compiled against an older layout of a struct (a stored property added to
-    `CurlHTTPClient.Configuration` left BenchCore reading the old layout: a heap corruption, seen
-    2026-11-25); the peers' objects are kept, so the cost is LoginKit's own modules."""
+    `CurlHTTPClient.Configuration` can leave BenchCore reading the old layout: a heap corruption);
+    the peers' objects are kept, so the cost is LoginKit's own modules."""
     stamp = os.path.join(scratch, "loginkit-sources.sha256")
     if os.path.exists(stamp):
         with open(stamp) as saved:
@@ -178,7 +178,7 @@ def build():
         drop_stale_objects(scratch, fingerprint)
     # SwiftPM keeps the build plan of a path dependency (LoginKit, "..") across runs and misses
     # source files added to it since ("cannot find … in scope"): drop the plan, keep the objects.
-    # Both scratch paths that build this package (the static one too: it missed StoreJSONWriter.swift),
+    # Both scratch paths that build this package (the static one misses added files as well),
     # and the CLI's (SwiftPM also keeps the plan when only -Xswiftc flags change: the release link
     # flags, scripts/release-link-flags.sh).
     for scratch in (os.path.join(BENCH, ".build"), os.path.join(BENCH, ".build-static"), os.path.join(ROOT, ".build-release")):
@@ -195,8 +195,8 @@ def build():
     # scratch path.
     release = os.path.join(ROOT, ".build-release")
     release_flags = subprocess.run(["sh", os.path.join(ROOT, "scripts", "release-link-flags.sh"), "swift"], check=True, capture_output=True, text=True).stdout.split()
-    subprocess.run(["swift", "build", "-c", "release", "--static-swift-stdlib", *release_flags, "--scratch-path", release, "--product", "loginkit"], check=True, cwd=ROOT)
-    cli_path = subprocess.run(["swift", "build", "-c", "release", "--scratch-path", release, "--show-bin-path"],
+    subprocess.run(["swift", "build", "--enable-all-traits", "-c", "release", "--static-swift-stdlib", *release_flags, "--scratch-path", release, "--product", "loginkit"], check=True, cwd=ROOT)
+    cli_path = subprocess.run(["swift", "build", "--enable-all-traits", "-c", "release", "--scratch-path", release, "--show-bin-path"],
                               check=True, cwd=ROOT, capture_output=True, text=True).stdout.strip()
     # LoginKit's HTTP process again, and the smallest Swift process, with the Swift runtime linked
     # statically and the same link flags (as `make release` builds the CLI): the RSS comparison

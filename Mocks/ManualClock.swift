@@ -33,7 +33,7 @@ public final class ManualClock: AuthClock {
     public var sleptDurations: [Duration] { state.withLock { $0.sleptDurations } }
 
     /// How many tasks are asleep on this clock now.
-    public var sleeperCount: Int { state.withLock { $0.waiters.count } }
+    package var sleeperCount: Int { state.withLock { $0.waiters.count } }
 
     public func sleep(for duration: Duration) async throws {
         try await state.suspend { state in

@@ -1,7 +1,7 @@
 public import LoginKit
 
 /// An `AuthAPI` whose calls suspend until the test resumes them; for testing code built on
-/// `AuthService` (hold a refresh in flight, fail it on purpose, count calls).
+/// `AuthService` (hold a refresh until the test resumes it, fail it on purpose, count calls).
 public final class MockAuthAPI: AuthAPI {
     /// A suspended `logIn(for:with:)`.
     public typealias LogInCall = SuspendedCall<(id: User.ID, password: String), Credentials>

@@ -1,7 +1,7 @@
 public import LoginKit
 
 /// An `AuthServiceProtocol` whose every call suspends until the test resumes it, so that a test can
-/// observe the state in between (a button disabled while a login is in flight, a feature waiting
+/// observe the state in between (a button disabled while a login is under way, a feature waiting
 /// for its token).
 ///
 /// ```swift
@@ -18,21 +18,21 @@ public import LoginKit
 /// `CancellationError`, and the call no longer needs resuming.
 ///
 /// Call ``verify()`` at the end of a test (or use ``withMock(_:)``): a call still suspended is
-/// reported as a test failure naming it, and thrown `MockCallNeverResumed` so nothing hangs.
+/// reported as a test failure naming it, and released with an error so nothing hangs.
 public final class MockAuthService: AuthServiceProtocol {
     /// A suspended `logIn(for:with:)`.
     public typealias LogInCall = SuspendedCall<(id: User.ID, password: String), User>
     /// A suspended `logOut()`.
     public typealias LogOutCall = SuspendedCall<Void, LogoutResult>
     /// A suspended token request (`validCredentials`, `validAccessToken`, `validIDToken`), with the
-    /// minimum validity asked; resume it with the credentials to hand out.
+    /// minimum validity asked; resume it with the credentials the caller is to get.
     public typealias CredentialsCall = SuspendedCall<Duration, Credentials>
 
     private let logIns = CallQueue<LogInCall>()
     private let logOuts = CallQueue<LogOutCall>()
     private let credentialRequests = CallQueue<CredentialsCall>()
     /// What `currentUser()` returns (not suspended).
-    public let user: User?
+    package let user: User?
 
     /// A mock whose `currentUser()` is `currentUser`.
     public init(currentUser: User? = nil) {
@@ -102,9 +102,9 @@ public final class MockAuthService: AuthServiceProtocol {
     public func nextCredentialsRequest() async -> CredentialsCall { await credentialRequests.next() }
 
     /// How many `logIn` calls arrived.
-    public var logInCallCount: Int { logIns.all.count }
+    package var logInCallCount: Int { logIns.all.count }
 
-    /// Reports every call that was never resumed (and releases it with `MockCallNeverResumed`).
+    /// Reports every call that was never resumed as a test failure, and releases it with an error.
     public func verify() {
         logIns.verify()
         logOuts.verify()

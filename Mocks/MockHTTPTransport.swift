@@ -42,7 +42,7 @@ public final class MockHTTPTransport: HTTPTransport {
     public func nextRequest() async -> RequestCall { await requests.next() }
 
     /// Every request so far.
-    public var requestCount: Int { requests.all.count }
+    package var requestCount: Int { requests.all.count }
 
     /// Reports (and releases) requests never resumed.
     public func verify() {

@@ -9,7 +9,7 @@ import Testing
 /// Resume exactly once: a second resume is reported as a test failure naming the call and ignored.
 public final class SuspendedCall<Arguments: Sendable, Value: Sendable>: Sendable {
     /// The call as written, e.g. `logIn(for: demo)`; never a password.
-    public let name: String
+    package let name: String
     /// What the call was made with.
     public let arguments: Arguments
     private struct State: WaiterHolding, Sendable {
@@ -36,7 +36,7 @@ public final class SuspendedCall<Arguments: Sendable, Value: Sendable>: Sendable
     }
 
     /// Whether the test has resumed this call.
-    public var isResumed: Bool { state.withLock { $0.resumed } }
+    package var isResumed: Bool { state.withLock { $0.resumed } }
 
     /// Whether the caller's task was cancelled while the call was suspended (it then threw
     /// `CancellationError`, as a real call does; resuming it afterwards does nothing).
@@ -104,9 +104,10 @@ func reportMisuse(_ message: String) {
     #endif
 }
 
-/// Thrown into a call that was still suspended when its mock was verified.
-public struct MockCallNeverResumed: Error, Sendable, CustomStringConvertible {
+/// Thrown into a call that was still suspended when its mock was verified; the verification has
+/// already recorded the test failure that names the call.
+package struct MockCallNeverResumed: Error, Sendable, CustomStringConvertible {
     /// The call.
-    public let call: String
-    public var description: String { "MockCallNeverResumed: \(call) was never resumed" }
+    package let call: String
+    package var description: String { "MockCallNeverResumed: \(call) was never resumed" }
 }

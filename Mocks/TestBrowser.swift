@@ -21,8 +21,8 @@ import LoginKitHTTP
 ///
 /// ```swift
 /// let browser = TestBrowser(transport: client)                  // signs in as demo/demo
-/// let login = BrowserLogin(api: api, launcher: browser, clock: clock)
-/// let credentials = try await login.run()
+/// let service = AuthService(api: api, store: InMemoryTokenStore())
+/// _ = try await service.logInWithBrowser(launcher: browser)
 /// #expect(browser.callbackPages.first?.status == 200)
 /// ```
 ///
@@ -61,7 +61,7 @@ public final class TestBrowser: BrowserLauncher {
         /// The body, as text.
         public let body: String
         /// The `Location` header, on a redirect.
-        public let location: String?
+        package let location: String?
 
         init(_ page: BrowserScript.Page) {
             (url, status, body, location) = (page.url, page.status, page.body, page.location)
@@ -69,15 +69,15 @@ public final class TestBrowser: BrowserLauncher {
     }
 
     /// The browser could not get through the provider's pages.
-    public struct Failure: Error, Sendable, CustomStringConvertible {
+    package struct Failure: Error, Sendable, CustomStringConvertible {
         /// What went wrong.
-        public let message: String
+        package let message: String
         init(_ message: String) { self.message = message }
-        public var description: String { "TestBrowser.Failure: \(message)" }
+        package var description: String { "TestBrowser.Failure: \(message)" }
     }
 
     /// The most requests one sign-in may take.
-    public static let maximumSteps = BrowserScript.maximumSteps
+    package static let maximumSteps = BrowserScript.maximumSteps
 
     private struct State {
         var openedURLs: [String] = []
@@ -91,7 +91,7 @@ public final class TestBrowser: BrowserLauncher {
     private let rewriteAuthorizationURL: @Sendable (String) -> String
     private let rewriteRedirect: @Sendable (String) -> String
     /// What it does on the sign-in page.
-    public let action: Action
+    package let action: Action
 
     /// A browser that loads pages over `transport` and does `action` on the sign-in page;
     /// `rewriteAuthorizationURL` changes the URL before it is loaded, `rewriteRedirect` the final
@@ -118,17 +118,17 @@ public final class TestBrowser: BrowserLauncher {
 
     /// Signs in at `url` and delivers the redirect to the application.
     ///
-    /// - Throws: ``Failure`` when the provider's pages do not lead to the redirect; the transport's
-    ///   errors.
+    /// - Throws: an error naming the page that did not lead on when the provider's pages do not lead
+    ///   to the redirect; the transport's errors.
     public func open(_ url: String) async throws {
         try await deliver(try await signIn(at: url))
     }
 
-    /// Follows `url` through the provider's pages, doing ``action`` on the sign-in form, and returns
+    /// Follows `url` through the provider's pages, doing its `action` on the sign-in form, and returns
     /// the redirect to the application without loading it: what a user would copy from the address
     /// bar and paste.
     ///
-    /// - Throws: ``Failure``; the transport's errors.
+    /// - Throws: an error naming the page that did not lead on; the transport's errors.
     public func signIn(at url: String) async throws -> String {
         let start = rewriteAuthorizationURL(url)
         let cookies = state.withLock { state in
@@ -151,8 +151,8 @@ public final class TestBrowser: BrowserLauncher {
     /// and records the answer in ``callbackPages``. The load finishes even when the calling task is
     /// cancelled meanwhile (the login that waited for it has moved on), so the page is never lost.
     ///
-    /// - Throws: ``Failure`` when `redirect` is not an absolute URL; the transport's errors.
-    public func deliver(_ redirect: String) async throws {
+    /// - Throws: an error when `redirect` is not an absolute URL; the transport's errors.
+    package func deliver(_ redirect: String) async throws {
         state.withLock { $0.deliveredRedirects.append(redirect) }
         let transport = self.transport
         let loading = Task { try await BrowserScript.load(redirect, over: transport) }

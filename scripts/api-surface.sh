@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
+# Every trait on, as `make` builds (Package.swift; docs/architecture.md, "Weight").
+SWIFT_TRAITS=${SWIFT_TRAITS:---enable-all-traits}
 OUTPUT=${1:-docs/api.md}
 
 stamp=$(mktemp)
@@ -23,7 +25,7 @@ trap 'rm -f "$stamp" "$log"' EXIT
 sleep 1  # symbol graphs written by this run are strictly newer than the stamp (1 s mtime clocks)
 
 echo "api: dumping symbol graphs (this builds the package)" >&2
-if ! "$SWIFT" package dump-symbol-graph --minimum-access-level public --skip-synthesized-members >"$log" 2>&1; then
+if ! "$SWIFT" package $SWIFT_TRAITS dump-symbol-graph --minimum-access-level public --skip-synthesized-members >"$log" 2>&1; then
     cat "$log" >&2
     echo "api: swift package dump-symbol-graph failed" >&2
     exit 1

@@ -4,20 +4,23 @@
 #
 # 1. Regenerates the API list into a temporary file (scripts/api-surface.sh) and compares it with
 #    the committed docs/api.md.
-# 2. Once the 0.2.0 release is tagged, also runs
-#        swift package diagnose-api-breaking-changes 0.2.0 --products <the library products>
-#    which builds 0.2.0 in a scratch checkout and compares full signatures (types, conformances,
-#    availability), not just names. Until `git tag -l 0.2.0` lists the tag, that step is skipped
-#    with a message; `API_BASELINE=none` skips it too (`make test` does: it would build the tag
-#    from scratch, ~10 minutes; CI runs `make check-api` after `make test`). A deliberate break can be accepted by listing the exact message in
-#    api-breakage-allowlist.txt (one per line), which is passed as --breakage-allowlist-path.
+# 2. Runs
+#        swift package diagnose-api-breaking-changes <baseline> --products <the library products>
+#    which builds the baseline in a scratch checkout and compares full signatures (types,
+#    conformances, availability), not just names. The baseline is the commit named in the file
+#    `api-baseline` at the root: a commit of this repository's own history (a clone carries its
+#    commits, not its tags). Move it forward when an API change is accepted. `API_BASELINE=none`
+#    skips this step (`make test` does: it builds the baseline from scratch, several minutes; CI runs
+#    `make check-api` after `make test`). A deliberate break can be accepted by listing the exact
+#    message in api-breakage-allowlist.txt (one per line), which is passed as
+#    --breakage-allowlist-path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
-BASELINE=${API_BASELINE:-0.2.0}
-# LoginKitLifecycle is new since 0.2.0: no baseline to compare with until the next tag.
-PRODUCTS=(LoginKit LoginKitViewModel LoginKitMocks LoginKitPostgres LoginKitDevServer)
+SWIFT_TRAITS=${SWIFT_TRAITS:---enable-all-traits}
+BASELINE=${API_BASELINE:-$(sed -n '1{s/[[:space:]]//g;p;}' api-baseline 2>/dev/null)}
+PRODUCTS=(LoginKit LoginKitViewModel LoginKitMocks LoginKitPostgres LoginKitLifecycle LoginKitDevServer)
 
 if [[ ! -f docs/api.md ]]; then
     echo "check-api: docs/api.md is missing; run \`make api\` and commit it" >&2
@@ -35,14 +38,18 @@ fi
 echo "check-api: the public API matches docs/api.md"
 
 if [[ "$BASELINE" == none ]]; then
-    echo "check-api: API_BASELINE=none; not comparing signatures with a release tag"
-elif [[ -n "$(git tag -l "$BASELINE" 2>/dev/null)" ]]; then
+    echo "check-api: API_BASELINE=none; not comparing signatures with the baseline commit"
+elif [[ -z "$BASELINE" ]]; then
+    echo "check-api: no baseline: write a commit of this repository into api-baseline" >&2
+    exit 1
+elif ! git cat-file -e "$BASELINE^{commit}" 2>/dev/null; then
+    echo "check-api: the baseline $BASELINE (api-baseline) is not a commit of this repository's history" >&2
+    exit 1
+else
     allowlist=()
-    if [[ -f api-breakage-allowlist.txt ]]; then
+    if [[ -s api-breakage-allowlist.txt ]]; then
         allowlist=(--breakage-allowlist-path api-breakage-allowlist.txt)
     fi
-    echo "check-api: comparing with $BASELINE (swift package diagnose-api-breaking-changes)"
-    "$SWIFT" package diagnose-api-breaking-changes "${allowlist[@]}" "$BASELINE" --products "${PRODUCTS[@]}"
-else
-    echo "check-api: no $BASELINE tag yet; skipping \`swift package diagnose-api-breaking-changes $BASELINE\`"
+    echo "check-api: comparing with $BASELINE (api-baseline; swift package diagnose-api-breaking-changes)"
+    "$SWIFT" package $SWIFT_TRAITS diagnose-api-breaking-changes "${allowlist[@]}" "$BASELINE" --products "${PRODUCTS[@]}"
 fi

@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
+# Every trait on, as `make` builds (Package.swift; docs/architecture.md, "Weight").
+SWIFT_TRAITS=${SWIFT_TRAITS:---enable-all-traits}
 OUTPUT=.build/docs
 TARGETS=(LoginKit LoginKitViewModel LoginKitMocks)
 
@@ -28,7 +30,7 @@ trap 'rm -f "$log"' EXIT
 # extensions (`AuthService.validIDToken()` from `AuthServiceProtocol`) are documented on the type
 # too, with the doc comment of the extension.
 set +e
-"$SWIFT" package --allow-writing-to-directory "$OUTPUT" generate-documentation \
+"$SWIFT" package $SWIFT_TRAITS --allow-writing-to-directory "$OUTPUT" generate-documentation \
     "${arguments[@]}" \
     --output-path "$OUTPUT" \
     --warnings-as-errors 2>&1 | tee "$log"

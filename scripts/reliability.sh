@@ -8,6 +8,8 @@
 #   LOGINKIT_SANITIZERS ("thread address"; empty to skip), LOGINKIT_SANITIZER_WIDTH (6 tests at once
 #   under a sanitizer)
 set -uo pipefail
+# Every trait on, as `make` builds (Package.swift; docs/architecture.md, "Weight").
+SWIFT_TRAITS=${SWIFT_TRAITS:---enable-all-traits}
 cd "$(dirname "$0")/.."
 runs=${LOGINKIT_VIEWMODEL_RUNS:-200}
 kills=${LOGINKIT_CRASH_KILLS_RELIABILITY:-1000}
@@ -38,7 +40,7 @@ suite() {
     shift 3
     echo "== $name"
     local started=$SECONDS status=0
-    env "$@" timeout 1500 swift test --skip-build --filter "$filter" >"$log/run.log" 2>&1 || status=$?
+    env "$@" timeout 1500 swift test $SWIFT_TRAITS --skip-build --filter "$filter" >"$log/run.log" 2>&1 || status=$?
     local count
     count=$(grep -oE 'Test run with [0-9]+ tests?' "$log/run.log" | grep -oE '[0-9]+' | head -n 1)
     if [ "$status" -ne 0 ]; then grep -E '✘' "$log/run.log" | head -n 8; fi
@@ -47,7 +49,7 @@ suite() {
 
 echo "== view-model and mock tests, $runs runs in a row (one process, Swift Testing's --repetitions)"
 started=$SECONDS
-bundle="$(swift build --show-bin-path)/LoginKitPackageTests.xctest"
+bundle="$(swift build $SWIFT_TRAITS --show-bin-path)/LoginKitPackageTests.xctest"
 "$bundle" --testing-library swift-testing --filter 'LoginViewModelTests|MockMisuseTests' --repetitions "$runs" >"$log/vm.log" 2>&1
 vm_status=$?
 vm_failed=$(grep -cE '✘ Test .*(failed|recorded an issue)' "$log/vm.log")
@@ -59,6 +61,8 @@ record "view-model and mocks, repeated" "$runs runs" "$iterations runs, $vm_fail
 suite "crash safety: SIGKILL a process saving in a loop" "$kills kills" aSIGKILLedWriterNeverLeavesATornFile LOGINKIT_CRASH_KILLS="$kills"
 suite "multi-process: \`loginkit token\` rounds, token expiring between rounds" "$processes processes × $rounds rounds" \
     concurrentTokenProcessesRefreshOncePerRound LOGINKIT_TOKEN_PROCESSES="$processes" LOGINKIT_TOKEN_ROUNDS="$rounds"
+suite "client credentials: 200 callers of a second process, each round under a hang watchdog" "${LOGINKIT_HANG_ROUNDS:-2000} rounds" \
+    ClientCredentialsHangStressTests LOGINKIT_HANG_ROUNDS="${LOGINKIT_HANG_ROUNDS:-2000}"
 suite "fault matrix: each fault a typed error, store byte-identical, < 20 s" "16 faults × login, refresh" \
     FaultMatrixTests LOGINKIT_FAULT_REPORT="$log/faults.md"
 suite "retries, Retry-After, store failures" "AuthService" 'serverFailuresAreTyped|AuthServiceRefreshTests|AuthServiceStoreFailureTests'
@@ -86,7 +90,7 @@ for sanitizer in $sanitizers; do
     echo "== the test suite under --sanitize=$sanitizer"
     started=$SECONDS
     status=0
-    swift build --build-tests --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" >"$log/$sanitizer-build.log" 2>&1 || status=$?
+    swift build $SWIFT_TRAITS --build-tests --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" >"$log/$sanitizer-build.log" 2>&1 || status=$?
     if [ "$status" -eq 0 ]; then
         # The sanitizers slow everything 2-15x. Swift Testing starts every test at once: with 350
         # tests sharing 2 cores under a sanitizer, each test took as long as the whole run (52-68 s
@@ -98,7 +102,7 @@ for sanitizer in $sanitizers; do
         sanitized() {
             SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$width LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-suppressions.txt" \
                 LOGINKIT_REQUIRE_MOTO=1 LOGINKIT_REQUIRE_POSTGRES=1 timeout 2400 scripts/with-postgres.sh scripts/with-moto.sh \
-                swift test --skip-build --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" "$@"
+                swift test $SWIFT_TRAITS --skip-build --sanitize="$sanitizer" --scratch-path ".build-$sanitizer" "$@"
         }
         sanitized --skip 'Postgres(TokenStore|Outage|StoreClock|Changes|TLS)Tests|FleetStoreCLITests' >"$log/$sanitizer.log" 2>&1 || status=$?
         sanitized --filter 'Postgres(TokenStore|Outage|StoreClock|Changes|TLS)Tests|FleetStoreCLITests' >>"$log/$sanitizer.log" 2>&1 || status=$?

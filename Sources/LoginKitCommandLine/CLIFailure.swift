@@ -27,23 +27,33 @@ package struct CLIFailure: Error {
         case let error as LoginError where error.code == .invalidScope:
             // The configuration asked for what the provider does not offer: not the user's credentials.
             self.init(exitCode: 2, error.message + "; choose the scope with --scope", detail: "\(error)")
-        case let error as LoginError:
+        case let error as LoginError where error.isProviderRejection:
             self.init(exitCode: 4, error.message, detail: "\(error)")
-        case let error as BrowserLoginError where error.isForgedResponse:
+        case let error as LoginError where error.isForgedResponse:
             // A response that is not this login's (state, iss): a forgery or a mix-up, as a bad token is.
             self.init(exitCode: 7, "the sign-in response was refused: \(error.message)", detail: "\(error)")
-        case let error as BrowserLoginError:
+        case let error as LoginError where error.code == .upgradeRequired:
+            var text = error.message
+            if let policy = error.upgradePolicy {
+                text = "\(policy.title): \(policy.message)"
+                if let url = policy.url { text += " Upgrade: \(url)" }
+            }
+            self.init(exitCode: 6, text, detail: "\(error)")
+        case let error as LoginError where error.code == .invalidConfiguration || error.code == .verifierRequired:
+            self.init(exitCode: 2, Self.namingFlags(error.message), detail: "\(error)")
+        case let error as LoginError where error.code == .loginInProgress:
+            self.init(exitCode: 1, "a login is already in progress", detail: "\(error)")
+        case let error as LoginError:
+            // A browser login that failed on this side: nobody signed in in time, nothing to listen
+            // on, no browser, a pasted address that is not the redirect.
             self.init(exitCode: 1, error.message, detail: "\(error)")
         case let error as NetworkError:
             self.init(exitCode: 5, error.message, detail: "\(error)")
         case let error as ServerError:
             self.init(exitCode: 5, Self.namingFlags(error.message), detail: "\(error)")
-        case let error as UpgradeRequiredError:
-            var text = "\(error.policy.title): \(error.policy.message)"
-            if let url = error.policy.url { text += " Upgrade: \(url)" }
-            self.init(exitCode: 6, text, detail: "\(error)")
-        case let error as ConfigurationError:
-            self.init(exitCode: 2, Self.namingFlags(error.message), detail: "\(error)")
+        case let error as TokenVerificationError where [.invalidKey, .authenticationFailed, .cryptoFailure].contains(error.code):
+            // A key that cannot sign or seal, or OpenSSL failing: no token was found wrong.
+            self.init(exitCode: 1, "failed: \(error.message)", detail: "\(error)")
         case let error as TokenVerificationError where error.code == .keySetUnavailable || error.code == .keySetTooLarge:
             // The issuer's keys could not be fetched or used: the network or the provider failed;
             // nothing was found wrong with the token itself.
@@ -55,8 +65,6 @@ package struct CLIFailure: Error {
             self.init(exitCode: 3, error.message, detail: "\(error)")
         case let error as TokenStoreError:
             self.init(exitCode: 1, error.message, detail: "\(error)")
-        case is LoginInProgressError:
-            self.init(exitCode: 1, "a login is already in progress")
         default:
             self.init(exitCode: 1, "failed: \(type(of: error))", detail: "\(error)")
         }

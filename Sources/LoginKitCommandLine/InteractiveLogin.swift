@@ -120,7 +120,7 @@ struct DeviceFallbackLauncher: BrowserLauncher {
     func open(_ url: String) async throws {
         do {
             try await base.open(url)
-        } catch let error as BrowserLoginError where error.code == .browserUnavailable {
+        } catch let error as LoginError where error.code == .browserUnavailable {
             throw NoBrowser(reason: error.message)
         }
     }

@@ -13,10 +13,7 @@ import Synchronization
 /// `curl_multi_poll`; new requests and cancellations wake it with `curl_multi_wakeup`. Connections
 /// are kept alive and reused (HTTP/2 when a TLS server offers it), easy handles are recycled.
 /// A request costs one thread hop each way: the caller's task hands it to the driver thread, and
-/// the transfer's completion resumes the caller's continuation. A task that runs with
-/// ``taskExecutor`` as its executor preference (`withTaskExecutorPreference(client.taskExecutor)`)
-/// runs on the driver thread itself and pays no hop at all — for short request-and-parse code;
-/// long computations there delay every other transfer of the client.
+/// the transfer's completion resumes the caller's continuation.
 ///
 /// Safety defaults: TLS peer and host verification always on, redirects never followed (a token
 /// request's credentials never travel to another URL), `http://` only to loopback unless
@@ -25,11 +22,11 @@ import Synchronization
 ///
 /// Concurrency contract: `send` may be called from any number of tasks. Cancelling a task removes
 /// its transfer promptly and makes `send` throw `CancellationError`. ``shutdown()`` fails requests
-/// in flight with ``NetworkError/Code/shutdown``; releasing the last reference to a client shuts it
+/// under way with ``NetworkError/Code/shutdown``; releasing the last reference to a client shuts it
 /// down too, and its thread ends.
-public final class CurlHTTPClient: HTTPTransport {
+public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor {
     /// The limits this client applies to every request.
-    public let configuration: Configuration
+    package let configuration: Configuration
     let driver: CurlDriver
     private let nextID = Atomic<UInt64>(1)
     /// The last URL this client checked, and what `send` needs from it: a client's requests mostly
@@ -57,13 +54,15 @@ public final class CurlHTTPClient: HTTPTransport {
     }
 
     /// The client's driver thread as a task executor (SE-0417). Tasks that prefer it send requests
-    /// without any thread hop. After ``shutdown()`` its jobs run on the global concurrent executor.
-    public var taskExecutor: any TaskExecutor { driver }
+    /// without any thread hop — for short request-and-parse code; long computations there delay
+    /// every other transfer of the client. After ``shutdown()`` its jobs run on the global
+    /// concurrent executor.
+    package var taskExecutor: any TaskExecutor { driver }
 
     /// ``taskExecutor`` while the client runs: `AuthService` runs its shared refresh on the driver
     /// thread. `nil` once ``shutdown()`` was asked for, so that work started then does not go
     /// through a stopped driver to reach the global executor.
-    public var preferredTaskExecutor: (any TaskExecutor)? {
+    package var preferredTaskExecutor: (any TaskExecutor)? {
         driver.state.withLock { $0.shutdownRequested } ? nil : driver
     }
 
@@ -167,7 +166,7 @@ public final class CurlHTTPClient: HTTPTransport {
         }
     }
 
-    /// Stops the client: requests in flight fail with ``NetworkError/Code/shutdown``, later ones
+    /// Stops the client: requests under way fail with ``NetworkError/Code/shutdown``, later ones
     /// are refused, and the driver thread ends before this returns. Calling it again is harmless.
     public func shutdown() async {
         await driver.shutdown()

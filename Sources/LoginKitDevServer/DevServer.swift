@@ -1,6 +1,6 @@
 import Hummingbird
 import LoginKitHTTP
-public import Logging
+package import Logging
 import NIOCore
 import ServiceLifecycle
 
@@ -20,15 +20,15 @@ public final class DevServer: Sendable {
     public struct Configuration: Sendable {
         /// The loopback address to bind: `127.0.0.0/8`, `::1` or `localhost`. Default `127.0.0.1`.
         /// Any other address is refused unless ``allowsNonLoopbackBind`` is set.
-        public var host: String = "127.0.0.1"
+        package var host: String = "127.0.0.1"
         /// Whether ``host`` may be an address other hosts can reach. Default `false`: the dev
         /// server has well-known users, passwords and client secrets, and serves test endpoints; it
         /// is for this machine only.
-        public var allowsNonLoopbackBind = false
+        package var allowsNonLoopbackBind = false
         /// The port; 0 picks a free one. Default 0.
         public var port: Int = 0
         /// Log level for the server's own logger. Default `.warning`.
-        public var logLevel: Logger.Level = .warning
+        package var logLevel: Logger.Level = .warning
         /// Users, clients, token lifetimes and the clock of the identity provider.
         public var identityProvider = IdentityProviderConfiguration()
 
@@ -47,8 +47,8 @@ public final class DevServer: Sendable {
     /// The port the server listens on.
     public let port: Int
     /// `http://127.0.0.1:<port>`.
-    public let baseURL: String
-    /// Counters, arrival notifications and injected faults.
+    package let baseURL: String
+    /// The switches a test flips while the server runs: injected faults, the version policy.
     public let monitor: DevServerMonitor
     let provider: IdentityProvider
     /// The task serving the application (it ends when the server has stopped), and the stop under
@@ -77,7 +77,7 @@ public final class DevServer: Sendable {
     public var issuer: String { baseURL }
 
     /// The identity provider's settings; change them while the server runs (lifetimes, users, rotation).
-    public var identityProvider: IdentityProviderConfiguration {
+    package var identityProvider: IdentityProviderConfiguration {
         get { provider.configuration }
         set { provider.configuration = newValue }
     }
@@ -85,21 +85,20 @@ public final class DevServer: Sendable {
     /// Approves a pending device-flow user code for `username`, as the verification page would.
     /// Returns `false` for an unknown or expired code or user.
     @discardableResult
-    public func approveDevice(userCode: String, username: String) -> Bool {
+    package func approveDevice(userCode: String, username: String) -> Bool {
         provider.decideDevice(userCode: userCode, username: username, approve: true)
     }
 
     /// Denies a pending device-flow user code.
     @discardableResult
-    public func denyDevice(userCode: String) -> Bool {
+    package func denyDevice(userCode: String) -> Bool {
         provider.decideDevice(userCode: userCode, username: nil, approve: false)
     }
 
     /// Starts a server and returns once it accepts connections.
     ///
-    /// - Throws: `DevServerError` when ``Configuration/host`` is not a loopback address and
-    ///   ``Configuration/allowsNonLoopbackBind`` is not set (nothing is bound); the bind error when the
-    ///   address or port cannot be used.
+    /// - Throws: an error whose description says why when the server stopped before it started; the
+    ///   bind error when the port cannot be used.
     public static func start(configuration: Configuration = Configuration()) async throws -> DevServer {
         guard configuration.allowsNonLoopbackBind || isLoopback(configuration.host) else {
             throw DevServerError(
@@ -218,17 +217,17 @@ public final class DevServer: Sendable {
     }
 
     /// The URL of `path` on this server, e.g. `url("/test/echo")`.
-    public func url(_ path: String) -> String {
+    package func url(_ path: String) -> String {
         baseURL + path
     }
 }
 
-/// The dev server could not start or was misused.
-public struct DevServerError: Error, Sendable, CustomStringConvertible {
+/// The dev server could not start, or a test route dropped a connection on purpose.
+package struct DevServerError: Error, Sendable, CustomStringConvertible {
     /// What went wrong.
-    public let message: String
+    package let message: String
     init(_ message: String) { self.message = message }
-    public var description: String { "DevServerError: \(message)" }
+    package var description: String { "DevServerError: \(message)" }
 }
 
 /// The request context: Hummingbird's basics plus the client's address, for connection counting.

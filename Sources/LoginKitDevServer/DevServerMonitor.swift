@@ -1,7 +1,8 @@
 import LoginKitHTTP
 
-/// What a `DevServer` has seen: distinct client connections, requests per path, and a stream of
-/// arrivals a test can await instead of sleeping.
+/// The switches a test flips while a `DevServer` runs: faults injected into the next requests to a
+/// path, and the version policy it serves. (Within this package it also counts connections and
+/// requests, and streams arrivals a test can await instead of sleeping.)
 public final class DevServerMonitor: Sendable {
     private struct State {
         var connections: Set<String> = []
@@ -39,21 +40,21 @@ public final class DevServerMonitor: Sendable {
     }
 
     /// What `/test/jwks` serves: a JWKS document and an optional `Cache-Control` header.
-    public struct TestKeySet: Sendable {
+    package struct TestKeySet: Sendable {
         /// The JWKS JSON text.
-        public var json: String
+        package var json: String
         /// The `Cache-Control` header value, if any.
-        public var cacheControl: String?
+        package var cacheControl: String?
 
         /// The key set `json`, served with `cacheControl` as its `Cache-Control` header when set.
-        public init(json: String, cacheControl: String? = nil) {
+        package init(json: String, cacheControl: String? = nil) {
             self.json = json
             self.cacheControl = cacheControl
         }
     }
 
     /// The key set `/test/jwks` serves; change it to simulate a key rotation.
-    public var testKeySet: TestKeySet {
+    package var testKeySet: TestKeySet {
         get { state.withLock { $0.testKeySet } }
         set { state.withLock { $0.testKeySet = newValue } }
     }
@@ -62,17 +63,17 @@ public final class DevServerMonitor: Sendable {
     init() {}
 
     /// How many distinct client connections (address and port) have sent a request.
-    public var connectionCount: Int {
+    package var connectionCount: Int {
         state.withLock { $0.connections.count }
     }
 
     /// How many requests arrived for `path` (the path without its query).
-    public func requestCount(path: String) -> Int {
+    package func requestCount(path: String) -> Int {
         state.withLock { $0.requestsByPath[path, default: 0] }
     }
 
     /// Forgets connections and request counts (subscribers stay).
-    public func reset() {
+    package func reset() {
         state.withLock {
             $0.connections.removeAll()
             $0.requestsByPath.removeAll()
@@ -82,7 +83,7 @@ public final class DevServerMonitor: Sendable {
     /// The paths of requests as they arrive, from now on, until the stream is dropped.
     ///
     /// Subscribe before causing the request, then `await` the arrival.
-    public func arrivals() -> AsyncStream<String> {
+    package func arrivals() -> AsyncStream<String> {
         let (stream, continuation) = AsyncStream<String>.makeStream()
         let id = state.withLock { state in
             defer { state.nextSubscriber += 1 }
@@ -108,14 +109,14 @@ public final class DevServerMonitor: Sendable {
 /// The minimum-version policy the dev server serves at `/version-policy`.
 public struct DevVersionPolicy: Sendable, Hashable {
     /// The dialog title.
-    public var title = "Update required"
+    package var title = "Update required"
     /// What to tell the user.
-    public var message = "This version of LoginKit is no longer supported."
+    package var message = "This version of LoginKit is no longer supported."
     /// The minimum version, e.g. `0.1.0`.
     public var minimumVersion = "0.0.0"
     /// Where to upgrade.
-    public var url: String? = "https://example.com/loginkit/releases"
+    package var url: String? = "https://example.com/loginkit/releases"
 
     /// A policy whose minimum version, `0.0.0`, every client meets.
-    public init() {}
+    package init() {}
 }

@@ -1,9 +1,9 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
-public import LoginKitJOSE
+package import LoginKitJOSE
 
 /// A user of the dev identity provider.
 public struct DevUser: Sendable, Hashable {
@@ -40,7 +40,7 @@ public struct DevClient: Sendable, Hashable {
     /// Public keys for `private_key_jwt` (RFC 7523): a client with keys is confidential and may
     /// authenticate with an assertion signed by one of them. More can be registered at run time
     /// (`POST /test/clients/<id>/jwks`).
-    public var publicKeys: [JWK]
+    package var publicKeys: [JWK]
 
     /// A client `id`, confidential when it has a `secret`, allowed to redirect to `redirectURIs`.
     public init(id: String, secret: String? = nil, redirectURIs: [String] = []) {
@@ -49,7 +49,7 @@ public struct DevClient: Sendable, Hashable {
 
     /// A client `id` that authenticates with `private_key_jwt` signed by one of `publicKeys` (and
     /// with its `secret`, when it has one).
-    public init(id: String, secret: String? = nil, redirectURIs: [String] = [], publicKeys: [JWK]) {
+    package init(id: String, secret: String? = nil, redirectURIs: [String] = [], publicKeys: [JWK]) {
         self.id = id
         self.secret = secret
         self.redirectURIs = redirectURIs
@@ -86,7 +86,7 @@ public struct IdentityProviderConfiguration: Sendable {
     ]
     /// The resources and audiences tokens may be asked for (RFC 8707, RFC 8693); others get
     /// `invalid_target`. `nil` (the default) accepts every absolute URI without a fragment.
-    public var resourceServers: [String]? = nil
+    package var resourceServers: [String]? = nil
     /// Access-token lifetime. Default 3600 s.
     public var accessTokenLifetime: Duration = .seconds(3600)
     /// ID-token lifetime. Default 3600 s.
@@ -94,19 +94,19 @@ public struct IdentityProviderConfiguration: Sendable {
     /// Refresh-token lifetime. Default 1 day.
     public var refreshTokenLifetime: Duration = .seconds(86_400)
     /// Whether each refresh issues a new refresh token and retires the old one. Default `true`.
-    public var rotatesRefreshTokens = true
+    package var rotatesRefreshTokens = true
     /// Whether presenting a retired refresh token revokes its whole family (reuse detection).
     /// Default `true`.
-    public var revokesFamilyOnReuse = true
+    package var revokesFamilyOnReuse = true
     /// Device codes: lifetime and the minimum polling interval. Defaults 600 s and 5 s.
-    public var deviceCodeLifetime: Duration = .seconds(600)
+    package var deviceCodeLifetime: Duration = .seconds(600)
     /// The minimum polling interval for device codes. Default 5 s.
-    public var deviceInterval: Duration = .seconds(5)
+    package var deviceInterval: Duration = .seconds(5)
     /// The `verification_uri` device authorizations name (`verification_uri_complete` adds
     /// `?user_code=…`); `nil` for `<issuer>/device`. Tests put hostile text here.
-    public var deviceVerificationURI: String?
+    package var deviceVerificationURI: String?
     /// The time the provider issues and checks tokens by; inject a test clock's.
-    public var now: @Sendable () -> Date = { Date() }
+    package var now: @Sendable () -> Date = { Date() }
 
     /// The default provider: user `demo`/`demo`, clients `loginkit-cli` and `loginkit-service`,
     /// one-hour tokens, rotating refresh tokens with reuse detection, the real time.

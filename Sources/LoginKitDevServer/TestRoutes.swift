@@ -9,15 +9,15 @@ import LoginKitJOSE
 import NIOCore
 
 /// What `/test/echo` answers: the request as the server saw it.
-public struct EchoReply: Codable, Sendable {
+package struct EchoReply: Codable, Sendable {
     /// The request method.
-    public var method: String
+    package var method: String
     /// The request path and query.
-    public var uri: String
+    package var uri: String
     /// Request headers, lowercased names; repeated headers joined with ", ".
-    public var headers: [String: String]
+    package var headers: [String: String]
     /// The request body, base64.
-    public var body: String
+    package var body: String
 }
 
 /// Endpoints the transport tests need, all under `/test/`.

@@ -19,17 +19,16 @@ public protocol HTTPTransport: Sendable {
     ///   response too large, transport shut down); `CancellationError` when the task was cancelled.
     ///   A response with any status code, including 4xx and 5xx, is returned, not thrown.
     func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data)
-
-    /// The executor that runs this transport's completions (for `CurlHTTPClient`, its driver
-    /// thread), or `nil`. A task that prefers it sends and resumes without a thread hop;
-    /// `AuthService` runs its shared refresh there, so that a storm of callers queued on the
-    /// global executor does not delay it (docs/refresh.md). Default: `nil`.
-    var preferredTaskExecutor: (any TaskExecutor)? { get }
 }
 
-extension HTTPTransport {
-    /// No executor of its own: work runs on the global concurrent executor.
-    public var preferredTaskExecutor: (any TaskExecutor)? { nil }
+/// A transport or an API with an executor of its own: the executor that runs its completions (for
+/// `CurlHTTPClient`, its driver thread), or `nil`. A task that prefers it sends and resumes without
+/// a thread hop; `AuthService` runs its shared refresh there, so that a storm of callers queued on
+/// the global executor does not delay it (docs/refresh.md). Anything that does not conform has no
+/// executor of its own: its work runs on the global concurrent executor.
+package protocol PrefersTaskExecutor: Sendable {
+    /// The executor to prefer, or `nil` for the global concurrent executor.
+    var preferredTaskExecutor: (any TaskExecutor)? { get }
 }
 
 extension HTTPRequest {

@@ -1,8 +1,10 @@
-/// The network failed: no complete HTTP response arrived.
+/// The server could not be reached, or its answer did not arrive whole: no connection, an unknown
+/// host, a TLS failure, a timeout, a dropped connection, an answer too large. Trying again later, or
+/// on another network, may help.
 ///
 /// Match on `code`; `message` is for people. Neither ever contains a request body, a header value,
 /// a query string or anything else that may hold a secret.
-public struct NetworkError: Error, Sendable, CustomStringConvertible {
+public struct NetworkError: LoginKitError {
     /// What kind of network failure this is. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
@@ -49,18 +51,10 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    /// What failed.
-    public let code: Code
-    /// A readable sentence: what failed and what to do next.
-    public let message: String
+    /// What failed, what to do next, the error underneath and where it was thrown.
+    public let details: ErrorDetails<Code>
     /// The underlying transport's own code (libcurl's `CURLcode`), when there is one.
     public let transportCode: Int?
-    /// The error underneath, when there is one.
-    public let underlying: (any Error)?
-    /// Where the error was thrown.
-    public let file: String
-    /// Where the error was thrown.
-    public let line: Int
 
     /// A network failure; transports put their own code in `transportCode` and keep request
     /// details that may hold a secret out of `message`.
@@ -68,12 +62,8 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         _ code: Code, _ message: String, transportCode: Int? = nil, underlying: (any Error)? = nil,
         file: String = #fileID, line: Int = #line
     ) {
-        self.code = code
-        self.message = message
+        self.details = ErrorDetails(code, message, underlying: underlying, file: file, line: line)
         self.transportCode = transportCode
-        self.underlying = underlying
-        self.file = file
-        self.line = line
     }
 
     public var description: String {

@@ -52,11 +52,11 @@ public final class ClientTokenRefresher: Service, Sendable {
     }
 
     /// Where the tokens come from.
-    public let tokens: ClientCredentialsTokens
+    package let tokens: ClientCredentialsTokens
     /// The targets kept fresh.
-    public let targets: [TokenTarget]
+    package let targets: [TokenTarget]
     /// Timing.
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// What happened, newest 256 kept when nobody reads; finishes when `run()` returns.
     public let events: AsyncStream<Event>
     private let eventSink: AsyncStream<Event>.Continuation
@@ -80,8 +80,7 @@ public final class ClientTokenRefresher: Service, Sendable {
 
     /// `target`'s current token, without waiting: `nil` before the first one arrived, when it was
     /// invalidated, or when it is within 10 s of its expiry (the refresher keeps failing). A token
-    /// without an expiry counts as expiring ``ClientCredentialsTokens/lifetimeWithoutExpiry`` after
-    /// it was received.
+    /// without an expiry counts as expiring 5 minutes after it was received.
     public func accessToken(for target: TokenTarget) -> String? {
         guard let credentials = current.withLock({ $0[target.cacheKey] }), !tokens.wasInvalidated(credentials.accessToken) else { return nil }
         guard let expiry = credentials.expiry(orAfterReceipt: ClientCredentialsTokens.lifetimeWithoutExpiry), expiry.timeIntervalSince(clock.now) > 10 else {
@@ -106,13 +105,13 @@ public final class ClientTokenRefresher: Service, Sendable {
     /// Runs until graceful shutdown or cancellation; never throws for a provider's failure (it
     /// retries), only ends. A refresher runs once: `events` finishes when it stops.
     ///
-    /// - Throws: `ConfigurationError` `.invalidValue` when it runs or ran already.
+    /// - Throws: `LoginError` `.invalidConfiguration` when it runs or ran already.
     public func run() async throws {
         guard started.withLock({ started in
             defer { started = true }
             return !started
         }) else {
-            throw ConfigurationError(.invalidValue, "a ClientTokenRefresher runs once; make another one")
+            throw LoginError(.invalidConfiguration, "a ClientTokenRefresher runs once; make another one")
         }
         defer {
             eventSink.yield(.stopped)

@@ -226,7 +226,7 @@ extension PostgresTokenStore: TokenStoreChangeStamp {
 
 extension PostgresTokenStore {
     /// Whether reads are being served from memory now (``run()`` is listening for changes).
-    public var isServingReadsFromMemory: Bool { changes.isListening }
+    package var isServingReadsFromMemory: Bool { changes.isListening }
 
     /// Keeps a connection that `LISTEN`s for changes to the table, so that ``profile(named:)`` (and
     /// `AuthService`'s token calls) are answered from memory rather than by a query per call; runs

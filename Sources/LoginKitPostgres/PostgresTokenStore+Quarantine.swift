@@ -14,7 +14,7 @@ extension PostgresTokenStore {
         /// The profile the row was stored as.
         public var name: String
         /// The row's version when it was moved.
-        public var version: Int64
+        package var version: Int64
         /// When it was moved.
         public var quarantinedAt: Date
         /// Why: what did not decode.

@@ -3,7 +3,7 @@ import PostgresNIO
 
 extension PostgresTokenStore {
     /// The SQL ``migrate()`` runs: `CREATE TABLE IF NOT EXISTS`, safe to run from many hosts at once.
-    public var schema: String {
+    package var schema: String {
         """
         CREATE TABLE IF NOT EXISTS \(table) (
             namespace  text        NOT NULL,
@@ -20,7 +20,7 @@ extension PostgresTokenStore {
 
     /// The quarantine table (one per schema, shared by the profile tables in it): rows that did not
     /// decode, moved aside with why and when, never deleted by LoginKit.
-    public var quarantineSchema: String {
+    package var quarantineSchema: String {
         """
         CREATE TABLE IF NOT EXISTS \(quarantineTable) (
             id             bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -95,7 +95,7 @@ extension PostgresTokenStore {
     /// missing; when all are there, one read-only query (no lock, no DDL: a role that may not create
     /// tables or functions can use a table set up once by its owner). ``withStore(_:configuration:_:)``
     /// and the CLI call this.
-    public func migrateWhenMissing() async throws {
+    package func migrateWhenMissing() async throws {
         let (table, quarantine, function) = (self.table, quarantineTable, notifyFunction.signature)
         let missing = try await withDeadline(configuration.operationTimeout) { [client, logger = configuration.logger] in
             try await Self.missing(table: table, quarantine: quarantine, function: function) { try await client.query($0, logger: logger) }

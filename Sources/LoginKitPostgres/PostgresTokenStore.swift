@@ -55,7 +55,7 @@ public final class PostgresTokenStore: TokenStore {
         /// The clock the store's own waits run on: ``operationTimeout``, and ``lockTimeout`` on this
         /// side (PostgreSQL enforces its `lock_timeout` in real time). Default `SystemClock()`; tests
         /// pass a manual clock so that a timeout fires without waiting in real time.
-        public var clock: any AuthClock = SystemClock()
+        package var clock: any AuthClock = SystemClock()
         /// Whether ``withStore(_:configuration:_:)`` runs the store's ``run()``, which serves reads
         /// from memory between notifications of change. Default `true`; `false`: every read is a query.
         public var readsFromMemory = true
@@ -69,9 +69,9 @@ public final class PostgresTokenStore: TokenStore {
     }
 
     /// The client the store queries through.
-    public let client: PostgresClient
+    package let client: PostgresClient
     /// The configuration.
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let key: SymmetricKey?
     /// The table, quoted: `"schema"."name"` or `"name"`.
     let table: String
@@ -84,11 +84,11 @@ public final class PostgresTokenStore: TokenStore {
     private let decoded = LockedState<[String: (row: Row, profile: StoredProfile)]>([:])
 
     /// The row format this code writes; a row with a newer one is refused, never overwritten.
-    public static let format: Int32 = 1
+    package static let format: Int32 = 1
 
     /// A store over `client` (which the caller runs). Call ``migrate()`` once before use.
     ///
-    /// - Throws: `ConfigurationError` `.invalidValue` for a table name that is not `[schema.]name`;
+    /// - Throws: `LoginError` `.invalidConfiguration` for a table name that is not `[schema.]name`;
     ///   `TokenStoreError` `.invalidKey` for a bad sealing key.
     public init(client: PostgresClient, configuration: Configuration = Configuration()) throws {
         let parts = configuration.table.split(separator: ".", omittingEmptySubsequences: false)
@@ -97,8 +97,8 @@ public final class PostgresTokenStore: TokenStore {
             return part.count <= 63 && part.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
         }
         guard valid else {
-            throw ConfigurationError(
-                .invalidValue,
+            throw LoginError(
+                .invalidConfiguration,
                 "PostgresTokenStore.Configuration.table \"\(configuration.table)\" must be [schema.]name of ASCII letters, digits and _")
         }
         self.client = client
@@ -114,7 +114,8 @@ public final class PostgresTokenStore: TokenStore {
     }
 
     /// Runs `body` with a store on a client of its own (run for `body`'s duration, closed after),
-    /// after ``migrateWhenMissing()``, with the store's ``run()`` serving reads from memory.
+    /// after creating what is missing of its tables (as ``migrate()`` does), with the store's ``run()``
+    /// serving reads from memory.
     public static func withStore<T>(
         _ connection: PostgresClient.Configuration, configuration: Configuration = Configuration(),
         isolation: isolated (any Actor)? = #isolation,
@@ -132,7 +133,7 @@ public final class PostgresTokenStore: TokenStore {
     }
 
     /// Whether payloads are sealed (a key is configured).
-    public var isSealed: Bool { key != nil }
+    package var isSealed: Bool { key != nil }
 
     var location: String { "PostgreSQL table \(configuration.table), namespace \(configuration.namespace)" }
 

@@ -28,7 +28,7 @@ public final class LoginViewModel<Service: AuthServiceProtocol> {
     /// A failed attempt leaves it as it was.
     public private(set) var user: User?
     /// The error behind ``loginErrorMessage``, for hosts that report details (the CLI's exit codes).
-    @ObservationIgnored public private(set) var lastError: (any Error)?
+    @ObservationIgnored package private(set) var lastError: (any Error)?
 
     /// One element per successful login: the view should close.
     @ObservationIgnored public let dismissals: AsyncStream<User>
@@ -83,7 +83,7 @@ public final class LoginViewModel<Service: AuthServiceProtocol> {
 
 /// What to tell the user after a failed login.
 public enum LoginErrorMessage: Sendable, Hashable {
-    /// The ID or password was rejected.
+    /// The provider rejected the ID, the password or the client.
     case login
     /// The server failed or answered something unusable.
     case server
@@ -95,16 +95,23 @@ public enum LoginErrorMessage: Sendable, Hashable {
     case upgradeRequired(VersionPolicy)
     /// The server's token did not verify.
     case tokenVerification
-    /// Anything else (storage, …).
+    /// Anything else: the store, the configuration, a key, …
     case other
 
     init(_ error: any Error) {
         switch error {
-        case is LoginError: self = .login
+        case let error as LoginError where error.code == .loginInProgress: self = .loginInProgress
+        case let error as LoginError where error.code == .upgradeRequired:
+            if let policy = error.upgradePolicy {
+                self = .upgradeRequired(policy)
+            } else {
+                self = .other
+            }
+        case let error as LoginError where error.isProviderRejection: self = .login
         case is ServerError: self = .server
         case is NetworkError: self = .network
-        case is LoginInProgressError: self = .loginInProgress
-        case let error as UpgradeRequiredError: self = .upgradeRequired(error.policy)
+        case let error as TokenVerificationError where [.invalidKey, .authenticationFailed, .cryptoFailure].contains(error.code):
+            self = .other  // a key that cannot sign, or OpenSSL failing: nothing failed to verify
         case is TokenVerificationError: self = .tokenVerification
         default: self = .other
         }

@@ -80,7 +80,8 @@ struct BrowserCLITests {
         }
     }
 
-    /// Before: `token` had no `--login`; every process exited 3.
+    /// Concurrent `token --login browser` processes with no usable session open the browser once and
+    /// all print the one token (without `--login`, each would exit 3).
     @Test func concurrentTokenProcessesWithNoSessionOpenTheBrowserOnce() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -133,8 +134,8 @@ struct BrowserCLITests {
         }
     }
 
-    /// A denied sign-in exits 4 (credentials rejected); a forged `state` exits 7 (before: "failed",
-    /// exit 1, like any other failure). Either way nothing is exchanged and nothing stored.
+    /// A denied sign-in exits 4 (credentials rejected); a forged `state` exits 7 (not the generic
+    /// exit 1). Either way nothing is exchanged and nothing stored.
     @Test(arguments: [("--deny", Int32(4), "denied"), ("--forge-state", Int32(7), "state")])
     func aSignInThatDoesNotCompleteStoresNothing(browserFlag: String, exitCode: Int32, named: String) async throws {
         try await withTemporaryDirectory { directory in
@@ -151,7 +152,8 @@ struct BrowserCLITests {
         }
     }
 
-    /// Before: `invalid_scope` was "credentials rejected" (exit 4) and named no scope.
+    /// `invalid_scope` is a usage error (exit 2, not "credentials rejected") naming the scopes the
+    /// provider advertises.
     @Test func aRefusedScopeExits2AndNamesTheAdvertisedScopes() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -169,7 +171,7 @@ struct BrowserCLITests {
 
     /// A provider without discovery (GitHub-like): the endpoints given at login are recorded in the
     /// profile, so `token` refreshes and `logout` revokes through them with nothing but the store.
-    /// Before: the profile forgot them, and `token` fetched discovery (refused here: exit 5).
+    /// (Fetching discovery instead would be refused here: exit 5.)
     @Test func explicitEndpointsAreRememberedForRefreshAndLogout() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in

@@ -8,12 +8,12 @@ import Testing
 import Glibc
 #endif
 
-/// Issue 22, the CLI: unverified ID tokens, terminal injection, tokens on argv, key-set failures,
+/// The CLI's defences: unverified ID tokens, terminal injection, tokens on argv, key-set failures,
 /// core dumps, a Cognito region that is no region.
 @Suite(.timeLimit(.minutes(3)))
 struct CLISecurityTests {
-    /// Before: without `--issuer`, or with `--issuer` but no `--client-id`, an `alg: none` token was
-    /// accepted and the profile logged in.
+    /// A JSON login without `--issuer`, or with `--issuer` but no `--client-id`, has nothing to verify
+    /// its ID token with: a usage error (exit 2), so that an `alg: none` token never logs a profile in.
     @Test func aJSONLoginWithNothingToVerifyItsTokenIsAUsageError() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -33,8 +33,8 @@ struct CLISecurityTests {
         }
     }
 
-    /// Forged tokens fail verification (7); the keys come from the `jwks_uri` discovery names
-    /// (before: a fixed `<issuer>/.well-known/jwks.json`, no discovery).
+    /// Forged tokens fail verification (7); the keys come from the `jwks_uri` discovery names, not
+    /// from a fixed `<issuer>/.well-known/jwks.json`.
     @Test func aJSONLoginVerifiesItsTokenWithTheKeysDiscoveryNames() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -59,7 +59,7 @@ struct CLISecurityTests {
     }
 
     /// The explicit opt-out stores the token unverified, says so, and does not name the user after
-    /// the token's claims. Before: the flag did not exist (exit 2).
+    /// the token's claims.
     @Test func theInsecureOptOutSaysSo() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -108,7 +108,7 @@ struct CLISecurityTests {
         }
     }
 
-    /// Before: no warning, and `--help` did not name the stdin form.
+    /// A token given on the command line gets a warning, and `--help` names the stdin form.
     @Test func verifyWarnsAboutATokenOnTheCommandLine() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -136,7 +136,7 @@ struct CLISecurityTests {
     }
 
     /// The issuer's keys cannot be fetched: a network or server failure (5), not a token that
-    /// failed verification (before: 7).
+    /// failed verification (7).
     @Test func aKeySetThatCannotBeFetchedIsANetworkFailure() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -156,8 +156,8 @@ struct CLISecurityTests {
         }
     }
 
-    /// Before: the region went into the issuer (and, without an endpoint, the host name) and the
-    /// password was sent.
+    /// A Cognito region that is no AWS region name is a usage error before any request: it would go
+    /// into the issuer (and, without an endpoint, the host name) with the password sent there.
     @Test func aCognitoRegionThatIsNoAWSRegionIsAUsageError() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -172,7 +172,7 @@ struct CLISecurityTests {
         }
     }
 
-    /// Before: there was no `--host`; the library bound any address it was given.
+    /// `--host` accepts only loopback addresses: the dev server's users and secrets stay local.
     @Test func theDevServerRefusesANonLoopbackHost() async throws {
         let run = try await loginkit(["dev-server", "--host", "0.0.0.0"])
         #expect(run.status == 2)
@@ -180,9 +180,9 @@ struct CLISecurityTests {
     }
 
     /// The process holding the password and tokens cannot dump core. The child starts with the soft
-    /// core limit raised to the hard one, so that an inherited 0 proves nothing; before, it kept it.
-    /// Before: `PR_SET_DUMPABLE` was not set, so a process of the same user could read the CLI's
-    /// `/proc/PID/environ` and `mem` while it held the password. As root (CI containers), the CLI
+    /// core limit raised to the hard one, so that an inherited 0 proves nothing. `PR_SET_DUMPABLE`
+    /// is cleared, so that no process of the same user can read the CLI's `/proc/PID/environ` and
+    /// `mem` while it holds the password. As root (CI containers), the CLI
     /// and the reader both run as `nobody` (setpriv), since root reads any process's `/proc`.
     @Test func theCLIRunsWithCoreDumpsDisabledAndIsNotDumpable() async throws {
         try await withTemporaryDirectory { directory in

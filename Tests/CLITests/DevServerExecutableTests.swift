@@ -7,12 +7,11 @@ import Testing
 import Glibc
 #endif
 
-/// Issue 18's CLI split and issue 22 point 12: the dev identity provider is its own executable,
-/// `loginkit-dev-server`, which `loginkit dev-server` execs and `loginkit demo` spawns; `loginkit`
-/// links no server framework.
+/// The dev identity provider is its own executable, `loginkit-dev-server`, which `loginkit
+/// dev-server` execs and `loginkit demo` spawns; `loginkit` links no server framework.
 @Suite(.timeLimit(.minutes(3)))
 struct DevServerExecutableTests {
-    /// Before: `loginkit` linked LoginKitDevServer, so Hummingbird's and NIO's symbols were in it.
+    /// `loginkit` does not link LoginKitDevServer: no Hummingbird or NIO symbol is in it.
     @Test func loginkitLinksNoServerFramework() async throws {
         let loginkit = try loginkitPath()
         let devServer = try devServerPath()
@@ -23,7 +22,7 @@ struct DevServerExecutableTests {
         }
     }
 
-    /// Before: there was no `loginkit-dev-server`.
+    /// `loginkit-dev-server` prints its issuer and exits 0 once its standard input ends.
     @Test func theExecutablePrintsItsIssuerAndStopsWhenItsStandardInputEnds() async throws {
         let child = try ServerChild(try devServerPath(), ["--exit-on-stdin-eof", "--quiet"])
         let line = await child.firstLine()
@@ -39,8 +38,7 @@ struct DevServerExecutableTests {
         #expect(await child.exitStatus() == 0)
     }
 
-    /// Before: `loginkit-dev-server --help` printed `loginkit-dev-server: CommandError(…helpRequested…)`
-    /// on stderr and exited 1.
+    /// `--help` and `help` print the usage on stdout and exit 0 (not an error on stderr, exit 1).
     @Test func helpIsPrintedAsHelp() async throws {
         for arguments in [["--help"], ["help"], ["serve", "--help"]] {
             let help = try await loginkit(arguments, executable: try devServerPath())
@@ -50,7 +48,7 @@ struct DevServerExecutableTests {
         }
     }
 
-    /// Before: there was no `loginkit-dev-server`.
+    /// SIGTERM stops `loginkit-dev-server` with exit status 0.
     @Test func sigtermStopsTheExecutableCleanly() async throws {
         let child = try ServerChild(try devServerPath(), ["--quiet"])
         #expect(await child.firstLine().hasPrefix("issuer: "))
@@ -59,8 +57,8 @@ struct DevServerExecutableTests {
         child.closeStandardInput()
     }
 
-    /// Before: `loginkit dev-server` ran the server inside `loginkit` and refused
-    /// `--exit-on-stdin-eof` (exit 2). Now the same process becomes `loginkit-dev-server`.
+    /// `loginkit dev-server` execs `loginkit-dev-server` (the same process, its options such as
+    /// `--exit-on-stdin-eof` included).
     @Test func loginkitDevServerExecsTheExecutable() async throws {
         let child = try ServerChild(try loginkitPath(), ["dev-server", "--exit-on-stdin-eof", "--quiet"])
         let line = await child.firstLine()
@@ -71,7 +69,7 @@ struct DevServerExecutableTests {
         #expect(await child.exitStatus() == 0)
     }
 
-    /// Before: `loginkit dev-server` served in process, so there was nothing to miss (it ran until killed).
+    /// `loginkit dev-server` without `loginkit-dev-server` on the `PATH` or beside it: exit 2, naming it.
     @Test func loginkitDevServerWithoutTheExecutableIsAUsageError() async throws {
         try await withTemporaryDirectory { directory in
             let copy = directory + "/loginkit"
@@ -89,7 +87,7 @@ struct DevServerExecutableTests {
         }
     }
 
-    /// Before: the demo ran the dev server inside `loginkit` and had no browser step.
+    /// `loginkit demo` spawns `loginkit-dev-server` and signs in through a scripted browser.
     @Test func theDemoRunsAgainstTheExecutableWithAScriptedBrowser() async throws {
         let demo = try await loginkit(["demo"])
         #expect(demo.status == 0, "\(demo.all)")
@@ -102,7 +100,7 @@ struct DevServerExecutableTests {
     }
 
     /// `browse` as `$BROWSER` (the URL appended) completes a browser login; with `--deny` the login
-    /// is denied; with a wrong password it exits 1. Before: there was no `browse`.
+    /// is denied; with a wrong password it exits 1.
     @Test func browseSignsInAsTheBrowserVariable() async throws {
         let browse = try devServerPath() + " browse"
         try await DevServer.withServer { server in
@@ -139,7 +137,7 @@ func devServerPath() throws -> String {
 }
 
 /// A server child process with a pipe on its stdin (closing it is the end of input) and one on its stdout.
-private struct ServerChild {
+struct ServerChild {
     let process: SpawnedProcess
     private let input: TestPipe
     private let output: Int32

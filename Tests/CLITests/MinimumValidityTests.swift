@@ -4,10 +4,10 @@ import LoginKitDevServer
 import LoginKitTestSupport
 import Testing
 
-/// Issue 17's reproduction, as a new user met it: a provider that issues 45-second access tokens
+/// A minimum validity the provider cannot grant: a provider that issues 45-second access tokens
 /// with rotating refresh tokens, one logged-in profile, ten `loginkit token --access
 /// --min-validity 3000` processes at once. One refresh and ten identical tokens, every round
-/// (`LOGINKIT_MIN_VALIDITY_ROUNDS`, default 3; the issue's 20 × 20 was run by hand).
+/// (`LOGINKIT_MIN_VALIDITY_ROUNDS`, default 3; set it higher for a longer run).
 @Suite(.timeLimit(.minutes(3)))
 struct MinimumValidityTests {
     @Test func tenProcessesAskingMoreThanTheProviderGrantsRefreshOnce() async throws {

@@ -4,7 +4,7 @@ import LoginKitHTTP
 import LoginKitTestSupport
 import Testing
 
-/// Issue 16: `loginkit login` against an OpenID provider LoginKit has no code for — oidc-provider-mock
+/// `loginkit login` against an OpenID provider LoginKit has no code for — oidc-provider-mock
 /// (Flask and Authlib), which scripts/with-oidc-provider.sh starts around `make test` — with
 /// `loginkit-dev-server browse` as `$BROWSER`, signing in through the provider's own page (an
 /// identity picker: one text field, `sub`, whose value becomes the subject). Skipped without

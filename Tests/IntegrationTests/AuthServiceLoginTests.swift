@@ -37,7 +37,7 @@ struct AuthServiceLoginTests {
             let first = Task { try await service.logIn(for: demo, with: "demo") }
             for await path in arrivals where path == "/oauth/token" { break }
             let error = await thrown { try await service.logIn(for: demo, with: "demo") }
-            #expect(error is LoginInProgressError)
+            #expect((error as? LoginError)?.code == .loginInProgress)
             #expect(fixture.tokenRequests == 1)
             first.cancel()
             #expect(await thrown { try await first.value } is CancellationError)

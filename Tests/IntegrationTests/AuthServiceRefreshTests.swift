@@ -4,6 +4,7 @@ import Glibc
 #endif
 import LoginKit
 import LoginKitDevServer
+import LoginKitHTTP
 import LoginKitMocks
 import LoginKitTestSupport
 import Synchronization
@@ -120,7 +121,7 @@ struct AuthServiceRefreshTests {
     }
 
     /// A transport that notes the thread each request was sent from, then sends it through `base`.
-    final class ThreadRecordingTransport: HTTPTransport {
+    final class ThreadRecordingTransport: HTTPTransport, PrefersTaskExecutor {
         let base: CurlHTTPClient
         private let sent = Mutex<[pthread_t]>([])
 

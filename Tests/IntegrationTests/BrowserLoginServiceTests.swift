@@ -55,6 +55,6 @@ struct BrowserLoginServiceTests {
     @Test func anAPIWithoutTheCodeFlowIsAConfigurationError() async throws {
         let service = AuthService(api: MockAuthAPI(), store: InMemoryTokenStore())
         let error = await thrown { try await service.logInWithBrowser(launcher: NoBrowserLauncher()) }
-        #expect((error as? ConfigurationError)?.code == .unsupported)
+        #expect((error as? LoginError)?.code == .invalidConfiguration)
     }
 }

@@ -56,8 +56,8 @@ struct BrowserLoginTests {
                 transport: fixture.client,
                 rewriteRedirect: { replacingParameter("state", with: "forged-state", in: $0) })
             let error = await thrown { try await login(fixture, launcher: browser).run() }
-            #expect((error as? BrowserLoginError)?.code == .stateMismatch, "\(String(describing: error))")
-            #expect((error as? BrowserLoginError)?.isForgedResponse == true)
+            #expect((error as? LoginError)?.code == .stateMismatch, "\(String(describing: error))")
+            #expect((error as? LoginError)?.isForgedResponse == true)
             #expect(fixture.tokenRequests == 0)
             let page = try #require(browser.callbackPages.first)
             #expect(page.status == 400)
@@ -92,8 +92,8 @@ struct BrowserLoginTests {
             #expect(fixture.clock.sleeperCount == 1)
             fixture.clock.advance(by: .seconds(1))
             let error = await outcome
-            #expect((error as? BrowserLoginError)?.code == .timedOut, "\(String(describing: error))")
-            #expect((error as? BrowserLoginError)?.message.contains("180 s") == true)
+            #expect((error as? LoginError)?.code == .interactionTimedOut, "\(String(describing: error))")
+            #expect((error as? LoginError)?.message.contains("180 s") == true)
             #expect(fixture.clock.sleptDurations == [.seconds(180)])
             let redirectURI = try #require(events.redirectURI)
             let port = try #require(URLParts(redirectURI)?.port)
@@ -167,7 +167,7 @@ struct BrowserLoginTests {
             let browser = TestBrowser(
                 transport: fixture.client, rewriteRedirect: { replacingParameter("iss", with: issuer, in: $0) })
             let error = await thrown { try await login(fixture, launcher: browser).run() }
-            #expect((error as? BrowserLoginError)?.code == .issuerMismatch, "\(String(describing: error))")
+            #expect((error as? LoginError)?.code == .issuerMismatch, "\(String(describing: error))")
             #expect(fixture.tokenRequests == 0)
             #expect(browser.callbackPages.first?.status == 400)
         }
@@ -230,7 +230,7 @@ struct BrowserLoginTests {
             let error = await thrown {
                 try await fixture.api.authorizationRequest(redirectURI: redirectURI, options: reserved)
             }
-            #expect((error as? ConfigurationError)?.code == .invalidValue, "\(String(describing: error))")
+            #expect((error as? LoginError)?.code == .invalidConfiguration, "\(String(describing: error))")
         }
     }
 
@@ -269,7 +269,7 @@ struct BrowserLoginTests {
             let error = await thrown {
                 try await login(fixture, launcher: TestBrowser(transport: fixture.client), api: unverifiable).run()
             }
-            #expect((error as? ConfigurationError)?.code == .verifierRequired, "\(String(describing: error))")
+            #expect((error as? LoginError)?.code == .verifierRequired, "\(String(describing: error))")
         }
     }
 }

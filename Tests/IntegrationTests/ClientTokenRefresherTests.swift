@@ -99,7 +99,7 @@ struct ClientTokenRefresherTests {
             try await run.value
             #expect(await events.next() == nil)  // the stream ends with the service
             let again = await thrown { try await refresher.run() }
-            #expect((again as? ConfigurationError)?.code == .invalidValue)  // a refresher runs once
+            #expect((again as? LoginError)?.code == .invalidConfiguration)  // a refresher runs once
         }
     }
 

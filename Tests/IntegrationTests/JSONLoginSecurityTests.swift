@@ -4,7 +4,7 @@ import LoginKitDevServer
 import LoginKitTestSupport
 import Testing
 
-/// Issue 22, the login APIs: ID tokens are verified unless the configuration explicitly opts out,
+/// The login APIs' defences: ID tokens are verified unless the configuration explicitly opts out,
 /// provider-chosen text never reaches a message raw, values that become host names are checked.
 @Suite(.timeLimit(.minutes(2)))
 struct JSONLoginSecurityTests {
@@ -17,14 +17,14 @@ struct JSONLoginSecurityTests {
         return IDTokenVerifier(configuration: .init(issuer: fixture.server.issuer, audience: "loginkit-cli"), keys: keys, now: now)
     }
 
-    /// Before: a `JSONLoginAPI` without a verifier posted the password and returned whatever token
-    /// came back, `alg: none` included.
+    /// A `JSONLoginAPI` without a verifier sends no password and returns no token: otherwise it
+    /// would return whatever token came back, `alg: none` included.
     @Test func withoutAVerifierNothingIsSentAndNoTokenIsReturned() async throws {
         try await withFixture { fixture in
             fixture.server.monitor.injectFaults([.forgedIDToken(.algNone)], path: "/login")
             let api = JSONLoginAPI(configuration: .init(loginURL: fixture.server.url("/login")), transport: fixture.client)
             let error = await thrown { try await api.logIn(for: demo, with: "demo") }
-            #expect((error as? ConfigurationError)?.code == .verifierRequired, "\(String(describing: error))")
+            #expect((error as? LoginError)?.code == .verifierRequired, "\(String(describing: error))")
             #expect(fixture.server.monitor.requestCount(path: "/login") == 0, "the password was sent")
         }
     }
@@ -58,7 +58,8 @@ struct JSONLoginSecurityTests {
         }
     }
 
-    /// Before: the user code and URIs were handed to the host as the provider wrote them.
+    /// A user code or URI with control characters is refused, never passed to the host as the
+    /// provider wrote it.
     @Test func aDeviceAuthorizationWithControlCharactersIsRefused() async throws {
         try await withFixture(configure: { $0.deviceVerificationURI = "https://example.test/\n\u{1B}[2Jdevice" }) { fixture in
             let error = await thrown { try await fixture.api.startDeviceAuthorization(scope: nil) }
@@ -81,25 +82,27 @@ struct JSONLoginSecurityTests {
             "eu--1", "eu-gov-west-1-2", "eu-west-1\n", "eu-wést-1", "us-isoX-east-1",
         ]
         for region in hostile {
-            #expect(throws: ConfigurationError.self, "\(region.debugDescription)") {
+            let error = #expect(throws: LoginError.self, "\(region.debugDescription)") {
                 try CognitoAPI.Configuration(poolID: "eu-west-1_AbC123", clientID: "c", region: region).validate()
             }
+            #expect(error?.code == .invalidConfiguration, "\(region.debugDescription)")
         }
-        #expect(throws: ConfigurationError.self) { try CognitoAPI.Configuration(poolID: "x/../y", clientID: "c", region: "eu-west-1").validate() }
+        #expect((#expect(throws: LoginError.self) { try CognitoAPI.Configuration(poolID: "x/../y", clientID: "c", region: "eu-west-1").validate() })?.code == .invalidConfiguration)
 
-        // Before: the region went into the issuer and host name, and the call was sent.
+        // A region that is no region never reaches the issuer or the host name: nothing is sent.
         try await withFixture { fixture in
             let configuration = CognitoAPI.Configuration(poolID: "eu-west-1_AbC123", clientID: "c", region: "evil.example/\n", endpoint: fixture.server.url("/cognito"))
             let api = CognitoAPI(configuration: configuration, transport: fixture.client)
             let error = await thrown { try await api.logIn(for: demo, with: "demo") }
-            let configurationError = try #require(error as? ConfigurationError, "\(String(describing: error))")
-            #expect(configurationError.code == .invalidValue)
+            let configurationError = try #require(error as? LoginError, "\(String(describing: error))")
+            #expect(configurationError.code == .invalidConfiguration)
             #expect(!configurationError.message.contains("\n"))
             #expect(fixture.server.monitor.requestCount(path: "/cognito/") == 0)
         }
     }
 
-    /// Before: `host: "0.0.0.0"` exposed the dev server's well-known users and secrets to the network.
+    /// A non-loopback address such as `0.0.0.0` is refused: it would expose the dev server's
+    /// well-known users and secrets to the network.
     @Test func theDevServerRefusesANonLoopbackAddress() async throws {
         var configuration = DevServer.Configuration.quiet
         configuration.host = "0.0.0.0"

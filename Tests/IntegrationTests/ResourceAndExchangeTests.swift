@@ -102,7 +102,7 @@ struct ResourceIndicatorTests {
             let requests = fixture.tokenRequests
             for malformed in ["relative/path", "https://api.example/#fragment", ""] {
                 let error = await thrown { try await tokens.accessToken(for: TokenTarget(resources: [malformed])) }
-                #expect((error as? ConfigurationError)?.code == .invalidValue, "\(malformed)")
+                #expect((error as? LoginError)?.code == .invalidConfiguration, "\(malformed)")
             }
             #expect(fixture.tokenRequests == requests)  // refused before sending
             let allowed = try await tokens.accessToken(for: TokenTarget(resources: [Self.apiA]))

@@ -147,7 +147,7 @@ struct ClientAuthenticationTests {
             configuration.clientSecret = "short"
             let short = OAuth2API(configuration: configuration, transport: fixture.client, now: { fixture.clock.now })
             let error = await thrown { try await short.clientCredentials(scope: nil) }
-            #expect((error as? ConfigurationError)?.code == .invalidValue)
+            #expect((error as? LoginError)?.code == .invalidConfiguration)
             #expect(!"\(error as Any)".contains("short\""))
         }
     }

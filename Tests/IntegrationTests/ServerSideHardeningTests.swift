@@ -7,7 +7,7 @@ import LoginKitMocks
 import LoginKitTestSupport
 import Testing
 
-/// What the read-only review of the server-side clients found, each pinned by a test.
+/// The server-side clients' defences against hostile or mistaken input, each pinned by a test.
 @Suite(.timeLimit(.minutes(2)))
 struct ServerSideHardeningTests {
     /// An OAuth2API over a mock transport, discovery off: every token response is the test's.
@@ -119,7 +119,7 @@ struct ServerSideHardeningTests {
         #expect(OAuth2API.urlOrigin("http://id.example/token") != OAuth2API.urlOrigin("https://id.example/"))
     }
 
-    @Test func theDevProviderRefusesWhatTheReviewFound() async throws {
+    @Test func theDevProviderRefusesForeignAudiencesBadTargetsAndKeysForPublicClients() async throws {
         let key = try SigningKey.generate(.es256, keyID: "k1")
         try await withKeyClient(key) { fixture, configuration, _ in
             // An assertion with a second audience beside the token endpoint.

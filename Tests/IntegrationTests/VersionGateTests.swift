@@ -67,9 +67,10 @@ struct VersionGateTests {
             fixture.server.monitor.versionPolicy.minimumVersion = "1.4.0"
             let service = AuthService(api: fixture.api, store: fixture.store, clock: fixture.clock, gate: try gate(fixture, current: "1.2.0"))
             let error = await thrown { try await service.logIn(for: demo, with: "demo") }
-            let upgrade = try #require(error as? UpgradeRequiredError)
-            #expect(upgrade.policy.version == SemanticVersion(major: 1, minor: 4))
-            #expect(upgrade.policy.url == "https://example.com/loginkit/releases")
+            let upgrade = try #require(error as? LoginError)
+            #expect(upgrade.code == .upgradeRequired)
+            #expect(upgrade.upgradePolicy?.version == SemanticVersion(major: 1, minor: 4))
+            #expect(upgrade.upgradePolicy?.url == "https://example.com/loginkit/releases")
             #expect(fixture.tokenRequests == 0)
 
             let viewModel = await LoginViewModel(service: service)
@@ -87,7 +88,7 @@ struct VersionGateTests {
             fixture.server.monitor.versionPolicy.minimumVersion = "2.0.0"  // changed at run time
             fixture.clock.advance(by: .seconds(3601))
             fixture.server.monitor.reset()
-            #expect(await thrown { try await service.validIDToken() } is UpgradeRequiredError)
+            #expect((await thrown { try await service.validIDToken() } as? LoginError)?.code == .upgradeRequired)
             #expect(fixture.tokenRequests == 0)
         }
     }

@@ -12,7 +12,8 @@ struct TestBrowserTests {
     static let authorizationURL = "https://id.test" + authorizationPath
 
     /// oidc-provider-mock's page: an identity picker with one text field (`sub`), no password, and
-    /// "Deny access" in a form of its own. Before: "the sign-in form has no password field".
+    /// "Deny access" in a form of its own: the username goes in the text field (no "the sign-in form
+    /// has no password field").
     @Test func aFormWithOneTextFieldAndNoPasswordGetsTheUsername() async throws {
         let transport = MockHTTPTransport()
         let page = """

@@ -25,8 +25,8 @@ struct PostgresChangesTests {
         }
     }
 
-    /// Before: every read was a query. Now a read is served from memory until a change to the row
-    /// is notified — by any writer, here plain SQL from outside LoginKit (the table's trigger).
+    /// A read is served from memory until a change to the row is notified — by any writer, here
+    /// plain SQL from outside LoginKit (the table's trigger).
     @Test func readsComeFromMemoryUntilAnyCommittedChangeToTheRow() async throws {
         let configuration = TestDatabase.configuration()
         let namespace = configuration.namespace
@@ -258,8 +258,8 @@ struct PostgresChangesTests {
         }
     }
 
-    /// Before: a corrupt row was an error naming a DELETE. Now the next locked access (a login, a
-    /// refresh) moves it to the quarantine table, kept as it was, and the save goes through.
+    /// A corrupt row is not an error naming a DELETE: the next locked access (a login, a refresh)
+    /// moves it to the quarantine table, kept as it was, and the save goes through.
     @Test func aCorruptRowIsQuarantinedNotDeletedAndTheNextSaveGoesThrough() async throws {
         var configuration = TestDatabase.configuration(readsFromMemory: false)
         configuration.namespace += #"-o'brien\"#

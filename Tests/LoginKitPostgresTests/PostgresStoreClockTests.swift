@@ -44,8 +44,8 @@ struct PostgresStoreClockTests {
         configuration.sealing = .none
         configuration.table = "profiles; DROP TABLE users"
         let client = PostgresClient(configuration: .init(host: "127.0.0.1", username: "loginkit", password: nil, database: nil, tls: .disable))
-        let error = #expect(throws: ConfigurationError.self) { _ = try PostgresTokenStore(client: client, configuration: configuration) }
-        #expect(error?.code == .invalidValue)
+        let error = #expect(throws: LoginError.self) { _ = try PostgresTokenStore(client: client, configuration: configuration) }
+        #expect(error?.code == .invalidConfiguration)
         #expect(error?.message.contains("PostgresTokenStore.Configuration.table") == true)
     }
 }

@@ -1,9 +1,9 @@
 import Foundation
-import LoginKitFuzzing
+@_spi(Fuzzing) import LoginKit
 import Testing
 
-/// Every input in the committed fuzz corpora (Fuzz/Corpus/<target>/, seeds and every finding ever
-/// made) replayed through the fuzzers' entry points: what once crashed stays fixed.
+/// Every input in the committed fuzz corpora (Fuzz/Corpus/<target>/: starting inputs and every
+/// finding) replayed through the fuzzers' entry points: no input that crashed a fuzzer may crash.
 struct FuzzCorpusTests {
     static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Fuzz/Corpus").standardized
 

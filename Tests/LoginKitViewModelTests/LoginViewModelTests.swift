@@ -6,9 +6,9 @@ import LoginKitTestSupport
 import LoginKitViewModel
 import Testing
 
-/// The view-model with the mock holding `logIn` suspended while the test looks. The seed talk's
-/// three tests themselves (rejected login → `.login`, server error → `.server`, button disabled
-/// while in flight) are docs/testing.md's example, compiled in LoginKitMocksTests.
+/// The view-model with the mock holding `logIn` suspended while the test looks. The three basic
+/// tests (rejected login → `.login`, server error → `.server`, button disabled while the login
+/// runs) are docs/testing.md's example, compiled in LoginKitMocksTests.
 @MainActor
 @Suite(.timeLimit(.minutes(3)))
 struct LoginViewModelTests {
@@ -17,9 +17,12 @@ struct LoginViewModelTests {
     @Test func otherFailuresMapToTheirMessages() async {
         let cases: [(any Error, LoginErrorMessage)] = [
             (NetworkError(.connectFailed, "refused"), .network),
-            (LoginInProgressError(), .loginInProgress),
+            (LoginError(.loginInProgress, "a login is already in progress"), .loginInProgress),
             (TokenVerificationError(.badSignature, "bad"), .tokenVerification),
             (TokenStoreError(.io, path: "/x", "disk full"), .other),
+            (LoginError(.invalidConfiguration, "bad issuer"), .other),
+            (LoginError(.interactionTimedOut, "no sign-in"), .other),
+            (TokenVerificationError(.invalidKey, "not a key"), .other),
         ]
         for (error, expected) in cases {
             await MockAuthService.withMock { service in
@@ -67,7 +70,7 @@ struct LoginViewModelTests {
         await MockAuthService.withMock { service in
             let viewModel = LoginViewModel(service: service)
             async let pressed: Void = viewModel.loginButtonPressed()
-            await service.nextLogIn().resume(throwing: UpgradeRequiredError(policy: policy, currentVersion: SemanticVersion(major: 1)))
+            await service.nextLogIn().resume(throwing: LoginError(upgradeRequiredBy: policy, currentVersion: SemanticVersion(major: 1)))
             await pressed
             #expect(viewModel.forcedUpgrade == policy)
             viewModel.dismissError()

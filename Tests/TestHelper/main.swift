@@ -15,10 +15,15 @@
 //                                         (or prints it, to paste); --record appends the redirect to
 //                                         FILE; --forge-state replaces its state. Prints nothing else
 //                                         on stdout: a launcher's child shares the app's stdout.
+//   service-group <store>                 an AuthService under a ServiceGroup that stops on SIGTERM;
+//                                         prints "ready" once the group runs, "stopped" when it ended
 import Foundation
 import LoginKit
+import LoginKitLifecycle
 import LoginKitMocks
 import LoginKitPostgres
+import Logging
+import ServiceLifecycle
 
 @main
 struct TestHelper {
@@ -67,6 +72,8 @@ struct TestHelper {
                 try await measureSave(directory: arguments[2], count: count)
             case "browse" where arguments.count >= 3:
                 try await browse(Array(arguments.dropFirst(2)))
+            case "service-group" where arguments.count == 3:
+                try await serviceGroup(store: arguments[2])
             case "save-loop" where arguments.count == 5:
                 try await saveLoop(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], progress: arguments[4])
             default:
@@ -81,6 +88,33 @@ struct TestHelper {
     struct Usage: Error, CustomStringConvertible {
         var description: String {
             "usage: increment <store> <profile> <count> | save-loop <store> <profile> | browse [--deny] [--forge-state] [--record FILE] [--print-redirect] URL"
+        }
+    }
+
+    /// `service-group <store>`: an `AuthService` as the one service of a group that shuts down on
+    /// SIGTERM (its API is never called: nothing listens at its issuer).
+    static func serviceGroup(store path: String) async throws {
+        try await CurlHTTPClient.withClient { client in
+            let api = OAuth2API(configuration: .init(issuer: "http://127.0.0.1:9", clientID: "cli"), transport: client)
+            let service = AuthService(api: api, store: try IDTokenStore(path: path, sealing: .none))
+            // The group's signal source takes SIGTERM; until it listens, the signal is ignored
+            // rather than fatal (the test's one SIGTERM comes after "ready", which the group's
+            // second service prints once the group runs).
+            signal(SIGTERM, SIG_IGN)
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: [.init(service: service), .init(service: ReadyLine())], gracefulShutdownSignals: [.sigterm],
+                    logger: Logger(label: "test-helper")))
+            try await group.run()
+            print("stopped")
+        }
+    }
+
+    /// Prints "ready" when its group starts it, then runs until the group shuts down.
+    struct ReadyLine: Service {
+        func run() async throws {
+            FileHandle.standardOutput.write(Data("ready\n".utf8))  // unbuffered: the test waits for it
+            try? await gracefulShutdown()
         }
     }
 

@@ -10,7 +10,7 @@ public import Foundation
 import Glibc
 #endif
 import CBench
-import LoginKit
+@_spi(Benchmarks) import LoginKit
 import Synchronization
 
 /// The token endpoint's request body: a refresh grant of a realistic size.
@@ -67,7 +67,7 @@ public struct LoginKitPeer: Peer {
     let request: HTTPRequest
     let onDriverThread: Bool
 
-    public var preferredExecutor: (any TaskExecutor)? { onDriverThread ? client.taskExecutor : nil }
+    public var preferredExecutor: (any TaskExecutor)? { onDriverThread ? client.driverExecutor : nil }
 
     public init(url: String, onDriverThread: Bool) throws {
         self.onDriverThread = onDriverThread

@@ -21,7 +21,7 @@ import FoundationNetworking
 #endif
 import BenchCore
 import JWTKit
-import LoginKit
+@_spi(Benchmarks) import LoginKit
 import LoginKitDevServer
 
 struct AsyncHTTPClientPeer: Peer {
@@ -373,7 +373,8 @@ func benchStorm(rounds: Int, provider: StormProvider) async throws {
     switch provider {
     case .sameProcess:
         try await DevServer.withServer { server in
-            try await benchStorm(rounds: rounds, issuer: server.issuer) { _ in server.monitor.requestCount(path: "/oauth/token") }
+            let counter = HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:\(server.port)", path: "/test/requests?path=/oauth/token")
+            try await benchStorm(rounds: rounds, issuer: server.issuer) { http in try await tokenRequestCount(at: counter, through: http) }
         }
     case .ownProcess(let executable):
         let server = try DevServerProcess(executable: executable)
@@ -382,14 +383,18 @@ func benchStorm(rounds: Int, provider: StormProvider) async throws {
             throw BenchError("the dev server's issuer \(server.issuer) has no scheme, host or port")
         }
         let counter = HTTPRequest(method: .get, scheme: scheme, authority: "\(host):\(port)", path: "/test/requests?path=/oauth/token")
-        try await benchStorm(rounds: rounds, issuer: server.issuer.absoluteString) { http in
-            let (response, body) = try await http.send(counter, body: nil)
-            guard response.status.code == 200, let count = Int(String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                throw BenchError("the dev server's request count is unreadable")
-            }
-            return count
-        }
+        try await benchStorm(rounds: rounds, issuer: server.issuer.absoluteString) { http in try await tokenRequestCount(at: counter, through: http) }
     }
+}
+
+/// The token requests the dev server has seen, from its `/test/requests` endpoint (`counter`):
+/// asked over HTTP whether the server runs in this process or in its own.
+func tokenRequestCount(at counter: HTTPRequest, through http: CurlHTTPClient) async throws -> Int {
+    let (response, body) = try await http.send(counter, body: nil)
+    guard response.status.code == 200, let count = Int(String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        throw BenchError("the dev server's request count is unreadable")
+    }
+    return count
 }
 
 /// The storm against `issuer`; `tokenRequests` counts the token requests the provider has seen.
@@ -461,7 +466,7 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
         let refresh = Duration.microseconds(Int(percentile(single, 0.5) * 1e6))
         let sleeping: @Sendable () async throws -> Void = { try? await clock.sleep(for: refresh) }
         let refreshing: @Sendable () async throws -> Void = {
-            try await withTaskExecutorPreference(api.preferredTaskExecutor) {
+            try await withTaskExecutorPreference(http.driverExecutor) {
                 guard try await store.profile(named: "default") != nil else { throw BenchError("the storm's profile is gone") }
                 try await store.withExclusiveAccess(to: "default") { transaction in
                     guard var profile = transaction["default"] else { throw BenchError("the storm's profile is gone") }

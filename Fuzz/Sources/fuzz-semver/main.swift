@@ -2,7 +2,7 @@
 // A crash, or `abort()` on a broken invariant, is a finding: Fuzz/run.sh keeps the input.
 import FuzzDriver
 import Glibc
-import LoginKitFuzzing
+@_spi(Fuzzing) import LoginKit
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {

@@ -32,19 +32,11 @@ public protocol AuthAPI: Sendable {
     /// - Throws: the kit's typed errors when the provider refused or could not be reached.
     @discardableResult
     func revoke(_ credentials: Credentials) async throws -> Bool
-
-    /// The executor of the transport this API sends through (`HTTPTransport.preferredTaskExecutor`),
-    /// or `nil`. `AuthService` runs its shared refresh there. Default: `nil`.
-    var preferredTaskExecutor: (any TaskExecutor)? { get }
 }
 
-extension AuthAPI {
-    /// No transport executor: the refresh runs on the global concurrent executor.
-    public var preferredTaskExecutor: (any TaskExecutor)? { nil }
-}
-
-/// An API that supports the device authorization grant (RFC 8628).
-public protocol DeviceAuthorizationAPI: AuthAPI {
+/// An API that supports the device authorization grant (RFC 8628); `AuthService.logInWithDevice`
+/// drives it.
+package protocol DeviceAuthorizationAPI: AuthAPI {
     /// Starts a device authorization: the code to show the user and where to enter it.
     func startDeviceAuthorization(scope: String?) async throws -> DeviceAuthorization
     /// Polls once for the token.
@@ -62,8 +54,8 @@ public protocol ClientCredentialsAPI: AuthAPI {
 
 /// What a device authorization response says (RFC 8628 §3.2).
 public struct DeviceAuthorization: Sendable, Hashable {
-    /// The code the device polls with; never shown. `description` omits it.
-    public let deviceCode: String
+    /// The code the device polls with; never shown.
+    package let deviceCode: String
     /// The code the user types.
     public let userCode: String
     /// Where the user types it.
@@ -73,11 +65,11 @@ public struct DeviceAuthorization: Sendable, Hashable {
     /// When the codes expire.
     public let expiresAt: Date
     /// How long to wait between polls.
-    public let interval: Duration
+    package let interval: Duration
 
     /// A device authorization as the provider answered it (RFC 8628 §3.2), `expires_in` already
     /// turned into `expiresAt`.
-    public init(deviceCode: String, userCode: String, verificationURI: String, verificationURIComplete: String?, expiresAt: Date, interval: Duration) {
+    package init(deviceCode: String, userCode: String, verificationURI: String, verificationURIComplete: String?, expiresAt: Date, interval: Duration) {
         self.deviceCode = deviceCode
         self.userCode = userCode
         self.verificationURI = verificationURI
@@ -88,7 +80,7 @@ public struct DeviceAuthorization: Sendable, Hashable {
 }
 
 /// One poll's outcome.
-public enum DevicePollResult: Sendable {
+package enum DevicePollResult: Sendable {
     /// The user has not decided yet (`authorization_pending`).
     case pending
     /// Poll more slowly: add 5 seconds to the interval (`slow_down`).

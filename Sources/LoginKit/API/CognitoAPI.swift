@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
 public import LoginKitHTTP
 import HTTPTypes
@@ -13,8 +13,8 @@ import LoginKitJOSE
 /// `NotAuthorizedException` and `UserNotFoundException` are rejected credentials; throttling is a
 /// rate limit; a challenge (`NEW_PASSWORD_REQUIRED`, MFA) is `LoginError` `.challengeRequired`.
 /// App clients with a secret (`SECRET_HASH`) are not supported yet. The region and pool ID become
-/// part of host names and URLs, so every call first checks them (``Configuration/validate()``).
-public struct CognitoAPI: AuthAPI {
+/// part of host names and URLs, so every call first checks them.
+public struct CognitoAPI: AuthAPI, PrefersTaskExecutor {
     /// The pool and the app client.
     public struct Configuration: Sendable {
         /// The user pool ID, e.g. `eu-west-1_AbCdEf123`.
@@ -30,7 +30,7 @@ public struct CognitoAPI: AuthAPI {
         public var verifiesIDTokens = true
 
         /// The pool `poolID` and app client `clientID` in `region`, at `endpoint` when given (moto in
-        /// tests). Nothing is checked here; every call runs `validate()` first.
+        /// tests). Nothing is checked here; every call of the API checks them first.
         public init(poolID: String, clientID: String, region: String, endpoint: String? = nil) {
             self.poolID = poolID
             self.clientID = clientID
@@ -42,19 +42,19 @@ public struct CognitoAPI: AuthAPI {
         /// name (`eu-west-1`, `us-gov-west-1`, `us-isob-east-1`, …) and `poolID` a pool ID
         /// (letters, digits, `-` and `_`). Every call of the API runs this first.
         ///
-        /// - Throws: `ConfigurationError` `.invalidValue` naming the setting.
-        public func validate() throws(ConfigurationError) {
+        /// - Throws: `LoginError` `.invalidConfiguration` naming the setting.
+        package func validate() throws(LoginError) {
             guard Self.isAWSRegion(region) else {
-                throw ConfigurationError(
-                    .invalidValue,
+                throw LoginError(
+                    .invalidConfiguration,
                     "the Cognito region \"\(printableExcerpt(region))\" is not an AWS region name such as eu-west-1"
                 )
             }
             guard !poolID.isEmpty, poolID.utf8.count <= 64,
                 poolID.utf8.allSatisfy({ Self.isASCIILetterOrDigit($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") })
             else {
-                throw ConfigurationError(
-                    .invalidValue,
+                throw LoginError(
+                    .invalidConfiguration,
                     "the Cognito pool ID \"\(printableExcerpt(poolID))\" is not a pool ID such as eu-west-1_AbCdEf123"
                 )
             }
@@ -94,18 +94,25 @@ public struct CognitoAPI: AuthAPI {
     }
 
     /// The configuration.
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let endpoint: TokenEndpoint
 
-    /// The transport's executor (`HTTPTransport.preferredTaskExecutor`): `AuthService` runs its
+    /// The transport's executor (`PrefersTaskExecutor`), if it has one: `AuthService` runs its
     /// shared refresh there.
-    public var preferredTaskExecutor: (any TaskExecutor)? { endpoint.transport.preferredTaskExecutor }
+    package var preferredTaskExecutor: (any TaskExecutor)? {
+        (endpoint.transport as? any PrefersTaskExecutor)?.preferredTaskExecutor
+    }
     private let verifier: IDTokenVerifier?
     private let now: @Sendable () -> Date
 
-    /// An API for `configuration`'s pool over `transport`; `now` dates expiries and checks ID tokens
-    /// against the pool's keys (unless `verifiesIDTokens` is off).
-    public init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// An API for `configuration`'s pool over `transport`; ID tokens are checked against the pool's
+    /// keys (unless `verifiesIDTokens` is off).
+    public init(configuration: Configuration, transport: any HTTPTransport) {
+        self.init(configuration: configuration, transport: transport, now: { Date() })
+    }
+
+    /// An API whose expiries and ID-token checks take the time from `now`.
+    package init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date) {
         self.configuration = configuration
         self.endpoint = TokenEndpoint(transport: transport)
         self.now = now

@@ -26,7 +26,7 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     public var idTokenExpiresAt: Date?
     /// When this process (or the one that saved them) received them: the start of their lifetime,
     /// which the refresh decision measures windows against (docs/refresh.md).
-    public var issuedAt: Date?
+    package var issuedAt: Date?
 
     /// Credentials as a provider issued them; every field is optional, since providers differ in
     /// what they send (no ID token on a password grant, no refresh token, no expiry).

@@ -1,29 +1,29 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
 public import LoginKitHTTP
-public import LoginKitJOSE
+import LoginKitJOSE
 
 /// The simple login shape: `POST {"id": …, "password": …}` → `{"id_token": …}` (field names and the
 /// URL configurable). 401/403 (or 400 with an error body) mean the credentials were rejected.
 ///
 /// ID tokens are verified with ``Configuration/verifier`` before they are returned, and a
-/// configuration without a verifier is refused (`ConfigurationError` `.verifierRequired`, before the
+/// configuration without a verifier is refused (`LoginError` `.verifierRequired`, before the
 /// password is sent) unless it opts out with ``IDTokenVerification/unverifiedOpaqueTokens``.
 /// There is no refresh: when the ID token expires, `refresh` throws `LoginRequiredError`
 /// `.cannotRefresh`.
-public struct JSONLoginAPI: AuthAPI {
+public struct JSONLoginAPI: AuthAPI, PrefersTaskExecutor {
     /// Whether an ID token may be returned without being verified.
     public enum IDTokenVerification: Sendable, Hashable {
         /// Every ID token is verified with ``Configuration/verifier``; without a verifier, `logIn`
-        /// throws `ConfigurationError` `.verifierRequired` and sends nothing. The default.
+        /// throws `LoginError` `.verifierRequired` and sends nothing. The default.
         case required
         /// Without a verifier, ID tokens are returned unverified. Only for an API whose tokens are
         /// opaque to this client: the client stores and forwards them, the service they are for
         /// verifies them, and nothing on this side trusts what they say. Anyone who can answer the
-        /// login request (a spoofed or compromised server) can then hand out any token, `alg: none`
+        /// login request (a spoofed or compromised server) can then return any token, `alg: none`
         /// included. The `Credentials` returned have no `issuer`; the expiry is read, unchecked, from
         /// the token when it is a JWT; a `User` built from the token shows claims nobody checked.
         case unverifiedOpaqueTokens
@@ -55,17 +55,24 @@ public struct JSONLoginAPI: AuthAPI {
     }
 
     /// The configuration.
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let endpoint: TokenEndpoint
 
-    /// The transport's executor (`HTTPTransport.preferredTaskExecutor`): `AuthService` runs its
+    /// The transport's executor (`PrefersTaskExecutor`), if it has one: `AuthService` runs its
     /// shared refresh there.
-    public var preferredTaskExecutor: (any TaskExecutor)? { endpoint.transport.preferredTaskExecutor }
+    package var preferredTaskExecutor: (any TaskExecutor)? {
+        (endpoint.transport as? any PrefersTaskExecutor)?.preferredTaskExecutor
+    }
     private let now: @Sendable () -> Date
 
-    /// An API that posts to `configuration.loginURL` over `transport`; `now` is its time source, as
-    /// for the other APIs (the expiry comes from the verified token).
-    public init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// An API that posts to `configuration.loginURL` over `transport`.
+    public init(configuration: Configuration, transport: any HTTPTransport) {
+        self.init(configuration: configuration, transport: transport, now: { Date() })
+    }
+
+    /// An API whose time source is `now`, as for the other APIs (the expiry comes from the verified
+    /// token).
+    package init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date) {
         self.configuration = configuration
         self.endpoint = TokenEndpoint(transport: transport)
         self.now = now
@@ -79,13 +86,13 @@ public struct JSONLoginAPI: AuthAPI {
 
     /// Posts the ID and password; returns the verified ID token.
     ///
-    /// - Throws: `ConfigurationError` `.verifierRequired` (nothing sent) when there is no verifier and
+    /// - Throws: `LoginError` `.verifierRequired` (nothing sent) when there is no verifier and
     ///   no opt-out; `LoginError`, `ServerError`, `NetworkError`; `TokenVerificationError` when the ID
     ///   token does not verify.
     public func logIn(for id: User.ID, with password: String) async throws -> Credentials {
         let verifier = configuration.verifier
         if verifier == nil && configuration.idTokenVerification == .required {
-            throw ConfigurationError(
+            throw LoginError(
                 .verifierRequired,
                 "JSONLoginAPI has no ID token verifier: set Configuration.verifier (the issuer's keys from OIDC discovery), "
                     + "or Configuration.idTokenVerification = .unverifiedOpaqueTokens for an API whose tokens this client never trusts"

@@ -27,7 +27,7 @@ public struct User: Identifiable, Sendable, Hashable {
     }
 
     /// The user described by `credentials`' ID token; `fallbackID` when there is none.
-    public init(credentials: Credentials, fallbackID: ID) {
+    package init(credentials: Credentials, fallbackID: ID) {
         guard let claims = try? credentials.idToken?.unverifiedClaims() else {
             self.init(id: fallbackID)
             return
@@ -43,7 +43,7 @@ public struct User: Identifiable, Sendable, Hashable {
     /// The user a stored profile belongs to: `id` is the ID the profile was logged in as (its
     /// `userID`: the ID token's `sub` at login, else the login ID, else the client ID); the names
     /// come from the current ID token.
-    public init(profile: StoredProfile) {
+    package init(profile: StoredProfile) {
         let id = ID(rawValue: profile.userID ?? profile.source.clientID ?? "")
         var user = User(credentials: profile.credentials, fallbackID: id)
         user = User(id: id, preferredUsername: user.preferredUsername, nickname: user.nickname, birthdate: user.birthdate)

@@ -1,17 +1,22 @@
 import LoginKitHTTP
 
 /// A fair (FIFO) mutual-exclusion lock for tasks: waiting suspends, it never blocks a thread.
-/// A waiter whose task is cancelled leaves the queue and throws `CancellationError`.
+///
+/// Releasing hands the lock straight to the oldest waiter, so a task that arrives later never takes
+/// it first. A waiter whose task is cancelled while it waits, or before it would wait, throws
+/// `CancellationError` without ever holding the lock; one handed the lock before its cancellation
+/// arrived holds it, runs its body and releases it as usual.
 final class AsyncLock: Sendable {
-    private struct State {
+    private struct State: WaiterHolding, Sendable {
+        /// Held by a task; stays `true` while the lock passes from one waiter to the next.
         var isLocked = false
-        var waiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
-        var nextID: UInt64 = 0
-        var cancelledBeforeQueued: Set<UInt64> = []
+        var waiters = WaiterList<Void, Void>()
     }
     private let state = LockedState(State())
 
     /// Runs `body` while holding the lock.
+    ///
+    /// - Throws: what `body` throws; `CancellationError` when the task is cancelled while it waits.
     nonisolated(nonsending) func withLock<T>(_ body: () async throws -> T) async throws -> T {
         try await acquire()
         do {
@@ -24,47 +29,24 @@ final class AsyncLock: Sendable {
         }
     }
 
-    private func acquire() async throws {
-        let id = state.withLock { state -> UInt64? in
-            if !state.isLocked {
-                state.isLocked = true
-                return nil
-            }
-            defer { state.nextID += 1 }
-            return state.nextID
+    /// Takes the lock when it is free, else waits in the list until `release` hands it over. The
+    /// decision and the queueing happen under the state's lock, as does the handing over.
+    private nonisolated(nonsending) func acquire() async throws {
+        try await state.suspend { state in
+            if state.isLocked { return .enqueue(()) }
+            state.isLocked = true
+            return .resume(.success(()))
         }
-        guard let id else { return }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let cancelled = state.withLock { state -> Bool in
-                    if state.cancelledBeforeQueued.remove(id) != nil { return true }
-                    state.waiters.append((id, continuation))
-                    return false
-                }
-                if cancelled { continuation.resume(throwing: CancellationError()) }
-            }
-        } onCancel: {
-            let continuation = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-                if let index = state.waiters.firstIndex(where: { $0.id == id }) {
-                    return state.waiters.remove(at: index).continuation
-                }
-                // Not queued yet (or already handed the lock): remember, so a late queueing fails fast.
-                state.cancelledBeforeQueued.insert(id)
-                return nil
-            }
-            continuation?.resume(throwing: CancellationError())
-        }
-        // Handed the lock after a cancellation that came too late to matter: the id is stale.
-        state.withLock { _ = $0.cancelledBeforeQueued.remove(id) }
     }
 
+    /// Hands the lock to the oldest waiter (it stays locked), or unlocks it when none waits.
     private func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-            guard !state.waiters.isEmpty else {
+            guard let next = state.waiters.removeFirst() else {
                 state.isLocked = false
                 return nil
             }
-            return state.waiters.removeFirst().continuation  // ownership passes straight to the next waiter
+            return next
         }
         next?.resume()
     }

@@ -2,12 +2,12 @@
 /// behind a browser login. `OAuth2API` conforms; `BrowserLogin` drives it.
 ///
 /// Concurrency contract: `Sendable`; every method may run concurrently.
-public protocol AuthorizationCodeAPI: AuthAPI {
+package protocol AuthorizationCodeAPI: AuthAPI {
     /// A fresh authorization request for `redirectURI`: a new PKCE verifier, `state` and (when the
     /// scope has `openid`) `nonce`, and the URL to open.
     ///
     /// - Throws: `ServerError` `.misconfigured` when the provider has no authorization endpoint or no
-    ///   `S256`; `ConfigurationError` for a configured endpoint or options LoginKit refuses;
+    ///   `S256`; `LoginError` `.invalidConfiguration` for a configured endpoint or options LoginKit refuses;
     ///   `NetworkError` from discovery.
     func authorizationRequest(redirectURI: String, options: AuthorizationOptions) async throws -> AuthorizationRequest
 

@@ -5,28 +5,28 @@ import LoginKitHTTP
 ///
 /// Make one per attempt with ``AuthorizationCodeAPI/authorizationRequest(redirectURI:options:)``;
 /// never reuse one. `description` shows neither the URL nor `state`, `nonce` or the verifier.
-public struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+package struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The authorization URL to open: the endpoint with every parameter.
-    public let url: String
+    package let url: String
     /// The redirect URI sent (and sent again in the code exchange).
-    public let redirectURI: String
+    package let redirectURI: String
     /// The `state` sent; the response must carry it back.
-    public let state: String
+    package let state: String
     /// The `nonce` sent, when the scope has `openid`; the ID token must carry it.
-    public let nonce: String?
+    package let nonce: String?
     /// The PKCE code verifier; sent only to the token endpoint.
-    public let codeVerifier: String
+    package let codeVerifier: String
     /// The scope asked for (empty when none was sent).
-    public let scope: String
+    package let scope: String
     /// The issuer the request goes to; a response's `iss`, when present, must equal it.
-    public let issuer: String
+    package let issuer: String
     /// Whether the response must carry `iss` (the provider advertises
     /// `authorization_response_iss_parameter_supported`, RFC 9207 §3).
-    public let requiresIssuerInResponse: Bool
+    package let requiresIssuerInResponse: Bool
 
     /// A request built by another ``AuthorizationCodeAPI`` implementation; the redirect is checked
     /// against its `state`, `issuer` and `nonce`, and `codeVerifier` redeems the code.
-    public init(
+    package init(
         url: String, redirectURI: String, state: String, nonce: String?, codeVerifier: String, scope: String,
         issuer: String, requiresIssuerInResponse: Bool
     ) {
@@ -40,11 +40,11 @@ public struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDeb
         self.requiresIssuerInResponse = requiresIssuerInResponse
     }
 
-    public var description: String {
+    package var description: String {
         "AuthorizationRequest(redirect URI \(redirectURI), scope \"\(scope)\", state, nonce and verifier redacted)"
     }
-    public var debugDescription: String { description }
-    public var customMirror: Mirror { Mirror(self, children: [:]) }
+    package var debugDescription: String { description }
+    package var customMirror: Mirror { Mirror(self, children: [:]) }
 }
 
 /// What a redirect to the callback says, once checked against the request it answers.
@@ -66,7 +66,7 @@ extension AuthorizationRequest {
         guard fields["state"] != nil || fields["code"] != nil || fields["error"] != nil else { return .notACallback }
         guard let state = fields["state"], constantTimeEquals(state, self.state) else {
             return .failed(
-                BrowserLoginError(
+                LoginError(
                     .stateMismatch,
                     "the sign-in response does not carry this login's state: it belongs to another sign-in or was forged; start again"
                 ))
@@ -78,14 +78,14 @@ extension AuthorizationRequest {
         if let iss = fields["iss"] {
             guard iss == issuer else {
                 return .failed(
-                    BrowserLoginError(
+                    LoginError(
                         .issuerMismatch,
                         "the sign-in response names issuer \"\(printableExcerpt(iss, limit: 200))\", not \"\(printableExcerpt(issuer, limit: 200))\" (RFC 9207): a mix-up attack or a misconfigured provider"
                     ))
             }
         } else if requiresIssuerInResponse {
             return .failed(
-                BrowserLoginError(
+                LoginError(
                     .issuerMismatch,
                     "the sign-in response has no iss although \(printableExcerpt(issuer, limit: 200)) advertises authorization_response_iss_parameter_supported (RFC 9207)"
                 ))
@@ -135,16 +135,16 @@ package enum PastedRedirect {
     /// The authorization code in `text`, checked exactly as the loopback receiver checks a callback:
     /// the address must be `request.redirectURI` (scheme, host, port, path), then `state`, then `iss`.
     ///
-    /// - Throws: `BrowserLoginError` `.invalidRedirect` when `text` is not such an address or carries
+    /// - Throws: `LoginError` `.invalidRedirect` when `text` is not such an address or carries
     ///   no sign-in response (ask again; nothing was checked); otherwise what the response carries:
-    ///   `BrowserLoginError` `.stateMismatch`/`.issuerMismatch`, `LoginError` (denied), `ServerError`.
+    ///   `LoginError` `.stateMismatch`/`.issuerMismatch`/`.accessDenied`, `ServerError`.
     package static func authorizationCode(from text: String, for request: AuthorizationRequest) throws -> String {
         let trimmed = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
         guard let pasted = URLParts(trimmed), let expected = URLParts(request.redirectURI),
             pasted.scheme == expected.scheme, pasted.host == expected.host, pasted.port == expected.port,
             path(of: pasted) == path(of: expected)
         else {
-            throw BrowserLoginError(
+            throw LoginError(
                 .invalidRedirect,
                 "paste the whole address the browser was sent to; it starts with \(request.redirectURI)")
         }
@@ -153,7 +153,7 @@ package enum PastedRedirect {
             ?? ""
         switch request.outcome(ofCallbackQuery: query) {
         case .notACallback:
-            throw BrowserLoginError(
+            throw LoginError(
                 .invalidRedirect, "that address carries no sign-in response; paste the address shown after signing in")
         case .code(let code):
             return code

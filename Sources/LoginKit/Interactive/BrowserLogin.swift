@@ -1,22 +1,20 @@
 import LoginKitHTTP
 
 /// A browser login: the authorization code flow with PKCE over a loopback redirect (RFC 8252), as
-/// `gh auth login` and kubelogin do it.
+/// `gh auth login` and kubelogin do it. `AuthService/logInWithBrowser(_:launcher:onEvent:pastedRedirect:)`
+/// runs it with a ``Configuration``.
 ///
-/// ``run(onEvent:pastedRedirect:)`` binds the redirect receiver on `127.0.0.1` (an ephemeral port
-/// unless ``Configuration/listenAddresses`` says otherwise), builds a fresh request (new PKCE
-/// verifier, `state`, `nonce`), opens the browser through the launcher, and waits — at most
-/// ``Configuration/timeout`` on the injected clock — for the redirect. The response must carry this
+/// A login binds the redirect receiver on `127.0.0.1` (an ephemeral port unless
+/// ``Configuration/listenAddresses`` says otherwise), builds a fresh request (new PKCE verifier,
+/// `state`, `nonce`), opens the browser through the launcher, and waits — at most
+/// ``Configuration/timeout`` on the service's clock — for the redirect. The response must carry this
 /// login's `state` and, where the provider promises it, its `iss`; only then is the code exchanged
 /// (with the verifier) and the ID token's `nonce` checked. The receiver is closed as soon as the wait
 /// ends, however it ends. When no browser can be opened, the URL goes out in an event and a pasted
-/// redirect URL is accepted, checked exactly as the receiver checks a callback.
+/// redirect URL (``PasteReader``) is accepted, checked exactly as the receiver checks a callback.
 ///
-/// This is the API-level step: it returns `Credentials` and saves nothing, like
-/// `AuthAPI.logIn(for:with:)`; `AuthService` saves them and emits its events.
-///
-/// Concurrency contract: `Sendable`; each `run` is one independent login. Cancelling the task stops
-/// the receiver (the port is free when `run` returns), the timeout and the launcher.
+/// Concurrency contract: `Sendable`; each run is one independent login. Cancelling the task stops
+/// the receiver (the port is free when the login returns), the timeout and the launcher.
 public struct BrowserLogin: Sendable {
     /// Where to listen, what to ask for, how long to wait.
     public struct Configuration: Sendable {
@@ -43,16 +41,16 @@ public struct BrowserLogin: Sendable {
     public typealias PasteReader = @Sendable (_ authorizationURL: String) async throws -> String?
 
     /// The API that builds the request and exchanges the code.
-    public let api: any AuthorizationCodeAPI
+    package let api: any AuthorizationCodeAPI
     /// What opens the browser.
-    public let launcher: any BrowserLauncher
+    package let launcher: any BrowserLauncher
     /// The clock the timeout runs on.
-    public let clock: any AuthClock
+    package let clock: any AuthClock
     /// Where to listen, what to ask for, how long to wait.
-    public let configuration: Configuration
+    package let configuration: Configuration
 
     /// A browser login through `api`, opening the browser with `launcher`, timed on `clock`.
-    public init(
+    package init(
         api: any AuthorizationCodeAPI, launcher: any BrowserLauncher = SystemBrowserLauncher(),
         clock: any AuthClock = SystemClock(),
         configuration: Configuration = Configuration()
@@ -70,11 +68,11 @@ public struct BrowserLogin: Sendable {
     ///     carries the URL to show ("If the browser does not open, visit: …").
     ///   - pastedRedirect: how to read a pasted redirect URL when no browser could be opened; `nil`
     ///     to wait for the receiver only.
-    /// - Throws: `BrowserLoginError` (`.stateMismatch`, `.issuerMismatch`, `.timedOut`,
-    ///   `.cannotListen`), `LoginError` (`.accessDenied` when the user denied), `TokenVerificationError`
-    ///   (an ID token that does not verify or carries another `nonce`), `ServerError`, `NetworkError`,
-    ///   `ConfigurationError`, `CancellationError`.
-    public func run(
+    /// - Throws: `LoginError` (`.stateMismatch`, `.issuerMismatch`, `.interactionTimedOut`,
+    ///   `.cannotListen`, `.invalidConfiguration`; `.accessDenied` when the user denied),
+    ///   `TokenVerificationError` (an ID token that does not verify or carries another `nonce`),
+    ///   `ServerError`, `NetworkError`, `CancellationError`.
+    package func run(
         onEvent: @escaping @Sendable (BrowserLoginEvent) -> Void = { _ in },
         pastedRedirect: PasteReader? = nil
     ) async throws -> Credentials {
@@ -83,8 +81,8 @@ public struct BrowserLogin: Sendable {
         defer { receiver.close() }
         let redirectURI = configuration.redirectURI ?? receiver.defaultRedirectURI
         guard let redirect = URLParts(redirectURI) else {
-            throw ConfigurationError(
-                .invalidValue,
+            throw LoginError(
+                .invalidConfiguration,
                 "the redirect URI \"\(printableExcerpt(redirectURI, limit: 200))\" is not an absolute http(s) URL")
         }
         let path = String(
@@ -102,8 +100,8 @@ public struct BrowserLogin: Sendable {
             }
             group.addTask {
                 try await clock.sleep(for: configuration.timeout)
-                throw BrowserLoginError(
-                    .timedOut, "no browser sign-in within \(configuration.timeout.components.seconds) s")
+                throw LoginError(
+                    .interactionTimedOut, "no browser sign-in within \(configuration.timeout.components.seconds) s")
             }
             group.addTask {
                 try await openBrowser(for: request, onEvent: onEvent, pastedRedirect: pastedRedirect)
@@ -127,7 +125,7 @@ public struct BrowserLogin: Sendable {
         do {
             try await launcher.open(request.url)
             return nil
-        } catch let error as BrowserLoginError where error.code == .browserUnavailable {
+        } catch let error as LoginError where error.code == .browserUnavailable {
             onEvent(.browserUnavailable(url: request.url, reason: error.message))
         }
         guard let pastedRedirect else { return nil }
@@ -135,7 +133,7 @@ public struct BrowserLogin: Sendable {
             guard let text = try await pastedRedirect(request.url) else { return nil }
             do {
                 return try PastedRedirect.authorizationCode(from: text, for: request)
-            } catch let error as BrowserLoginError where error.code == .invalidRedirect {
+            } catch let error as LoginError where error.code == .invalidRedirect {
                 onEvent(.pastedRedirectRejected(reason: error.message))
             }
         }

@@ -7,30 +7,30 @@ import LoginKitJOSE
 /// The challenge goes into the authorization request; the verifier only to the token endpoint, so a
 /// code intercepted on its way back (another app on the loopback port, a logged URL) is useless.
 /// `description` never shows the verifier.
-public struct PKCE: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+package struct PKCE: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The code verifier: 43 to 128 characters of `A-Z a-z 0-9 - . _ ~` (RFC 7636 §4.1).
-    public let verifier: String
+    package let verifier: String
     /// `BASE64URL(SHA256(ASCII(verifier)))` (RFC 7636 §4.2).
-    public let challenge: String
+    package let challenge: String
     /// The challenge method: always `S256`.
-    public var method: String { "S256" }
+    package var method: String { "S256" }
 
     /// A fresh verifier: 32 bytes from OpenSSL's CSPRNG, base64url-encoded (43 characters), as
     /// RFC 7636 §4.1 recommends. Call once per login attempt; never reuse one.
     ///
-    /// - Throws: `CryptoError` when the random generator or the digest fails.
-    public static func generate() throws -> PKCE {
+    /// - Throws: `TokenVerificationError` `.cryptoFailure` when the random generator or the digest fails.
+    package static func generate() throws -> PKCE {
         try PKCE(verifier: Base64URL.encode(SecureRandom.bytes(32)))
     }
 
     /// The challenge for a given `verifier`.
     ///
-    /// - Throws: `ConfigurationError` `.invalidValue` when `verifier` is not 43 to 128 unreserved
-    ///   characters; `CryptoError` when the digest fails.
-    public init(verifier: String) throws {
+    /// - Throws: `LoginError` `.invalidConfiguration` when `verifier` is not 43 to 128 unreserved
+    ///   characters; `TokenVerificationError` `.cryptoFailure` when the digest fails.
+    package init(verifier: String) throws {
         guard Self.isValidVerifier(verifier) else {
-            throw ConfigurationError(
-                .invalidValue,
+            throw LoginError(
+                .invalidConfiguration,
                 "a PKCE code verifier is 43 to 128 characters of A-Z, a-z, 0-9, \"-\", \".\", \"_\", \"~\" (RFC 7636 §4.1)"
             )
         }
@@ -54,9 +54,9 @@ public struct PKCE: Sendable, CustomStringConvertible, CustomDebugStringConverti
         }
     }
 
-    public var description: String { "PKCE(S256, verifier redacted)" }
-    public var debugDescription: String { description }
-    public var customMirror: Mirror { Mirror(self, children: [:]) }
+    package var description: String { "PKCE(S256, verifier redacted)" }
+    package var debugDescription: String { description }
+    package var customMirror: Mirror { Mirror(self, children: [:]) }
 }
 
 /// `bytes` random bytes from OpenSSL's CSPRNG, base64url-encoded: a `state` or a `nonce`.

@@ -1,18 +1,18 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
 import LoginKitHTTP
 import LoginKitJOSE
 
 /// A service's own tokens (client credentials grant), one per target — resources, audience and
-/// scope set — kept in a store: each target has its own profile and its own single-flight request,
-/// in this process (concurrent callers share one request) and across processes and hosts sharing
+/// scope set — kept in a store: each target has its own profile, and its token is requested once
+/// whoever asks, in this process (concurrent callers share one request) and across processes and hosts sharing
 /// the store (the request is made under the store's lock for that profile, and whoever takes the
 /// lock next finds the token saved).
 ///
-/// A target's profile is named ``profileName(base:target:)``: `<base>#<32 hex digits>`, its
+/// A target's profile is named `<base>#<32 hex digits>` (of the target's SHA-256), its
 /// attributes naming the target (`resource`, `audience`, `scope`), so `loginkit status` shows it.
 /// Tokens are served from memory while they are valid beyond the refresh margin; a token about to
 /// expire is replaced under the lock, where one another process just saved is taken instead.
@@ -20,13 +20,13 @@ import LoginKitJOSE
 /// Concurrency contract: `Sendable`; share one instance per API and store.
 public final class ClientCredentialsTokens: Sendable {
     /// The API that issues the tokens.
-    public let api: any ClientCredentialsAPI
+    package let api: any ClientCredentialsAPI
     /// Where tokens are kept.
-    public let store: any TokenStore
+    package let store: any TokenStore
     /// The base profile name; each target's profile is named after it.
-    public let baseProfile: String
+    package let baseProfile: String
     /// How long before expiry a token is replaced. Default 60 s (at most half its lifetime).
-    public let refreshMargin: Duration
+    package let refreshMargin: Duration
     private let clock: any AuthClock
     private let memory = LockedState<[String: (credentials: Credentials, stored: Date)]>([:])
     /// Tokens dropped by ``invalidate(_:for:)`` (their SHA-256, the last 256): a request that read
@@ -49,7 +49,7 @@ public final class ClientCredentialsTokens: Sendable {
     /// The profile a target's token is kept under: the base name, `#`, and 32 hex digits of the
     /// SHA-256 of the target's ``TokenTarget/cacheKey`` (the empty target too: the base profile
     /// itself may hold a user's login).
-    public static func profileName(base: String, target: TokenTarget) -> String {
+    package static func profileName(base: String, target: TokenTarget) -> String {
         let digest = (try? MessageDigest.sha256(Array(target.cacheKey.utf8))) ?? Array(target.cacheKey.utf8)
         let hex = Array("0123456789abcdef")
         return base + "#" + String(digest.prefix(16).flatMap { [hex[Int($0 >> 4)], hex[Int($0 & 0x0F)]] })
@@ -57,10 +57,10 @@ public final class ClientCredentialsTokens: Sendable {
 
     /// How long a token whose response named no expiry (`expires_in` is only RECOMMENDED, RFC 6749
     /// §5.1) is served before a new one is asked for: 5 minutes.
-    public static let lifetimeWithoutExpiry: Duration = .seconds(300)
+    package static let lifetimeWithoutExpiry: Duration = .seconds(300)
 
     /// The most targets held in memory; beyond it, expired ones go first, then any.
-    public static let memoryCapacity = 1024
+    package static let memoryCapacity = 1024
 
     /// A valid access token for `target`, valid for at least `minimumValidity` beyond the margin,
     /// both capped at half the token's lifetime (see ``credentials(for:minimumValidity:)``).
@@ -80,8 +80,8 @@ public final class ClientCredentialsTokens: Sendable {
     /// A `minimumValidity` beyond half the token's lifetime is capped at half of it: a freshly
     /// issued token then meets it, and the provider is not asked again per call.
     ///
-    /// - Throws: `LoginError` (`.invalidClient`, `.invalidTarget`, `.invalidScope`, …),
-    ///   `ServerError`, `NetworkError`, `ConfigurationError`, `TokenStoreError`;
+    /// - Throws: `LoginError` (`.invalidClient`, `.invalidTarget`, `.invalidScope`, …,
+    ///   `.invalidConfiguration`), `ServerError`, `NetworkError`, `TokenStoreError`;
     ///   `LoginRequiredError` `.sourceMismatch` when the target's profile holds what another client,
     ///   provider or target stored (nothing is sent or overwritten); a cancelled caller ends only
     ///   its own wait.
@@ -137,7 +137,7 @@ public final class ClientCredentialsTokens: Sendable {
     }
 
     /// Forgets the tokens held in memory (the store keeps its own).
-    public func forgetCached() {
+    package func forgetCached() {
         memory.withLock { $0.removeAll() }
     }
 
@@ -153,7 +153,7 @@ public final class ClientCredentialsTokens: Sendable {
     }
 
     /// Whether `token` was dropped by ``invalidate(_:for:)``.
-    public func wasInvalidated(_ token: String?) -> Bool {
+    package func wasInvalidated(_ token: String?) -> Bool {
         guard let token else { return false }
         let digest = Self.digest(token)
         return invalidated.withLock { $0.contains(digest) }
@@ -178,7 +178,7 @@ public final class ClientCredentialsTokens: Sendable {
 
     /// When `credentials` stop being served for `minimumValidity` and a new token is asked for:
     /// `nil` when never (no expiry and no issue time).
-    public func replacementTime(of credentials: Credentials, minimumValidity: Duration = .zero) -> Date? {
+    package func replacementTime(of credentials: Credentials, minimumValidity: Duration = .zero) -> Date? {
         // No expiry named: treated as expiring `lifetimeWithoutExpiry` after it was received.
         credentials.replacementTime(margin: refreshMargin, minimumValidity: minimumValidity, lifetimeWithoutExpiry: Self.lifetimeWithoutExpiry)
     }

@@ -4,8 +4,8 @@ import LoginKitHTTP
 /// (RFC 8707 `resource`, repeatable), the `audience` parameter some providers use instead (Auth0,
 /// RFC 8693), and a scope.
 ///
-/// Tokens are cached per target (``cacheKey``): the order of resources and of scope values does not
-/// matter, and repeated ones count once.
+/// Tokens are cached per target: the order of resources and of scope values does not matter, and
+/// repeated ones count once.
 public struct TokenTarget: Sendable, Hashable, CustomStringConvertible {
     /// Absolute URIs of the resource servers the token is for (RFC 8707 §2: no fragment).
     public var resources: [String]
@@ -22,10 +22,10 @@ public struct TokenTarget: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether the target asks for anything beyond a scope.
-    public var namesResourceOrAudience: Bool { !resources.isEmpty || audience != nil }
+    package var namesResourceOrAudience: Bool { !resources.isEmpty || audience != nil }
 
     /// The canonical form tokens are cached under: sorted, de-duplicated resources and scope values.
-    public var cacheKey: String {
+    package var cacheKey: String {
         let resourcePart = Set(resources).sorted().joined(separator: " ")
         let scopePart = Set((scope ?? "").split(separator: " ").map(String.init)).sorted().joined(separator: " ")
         return "resource=\(resourcePart)\naudience=\(audience ?? "")\nscope=\(scope == nil ? "(default)" : scopePart)"
@@ -46,7 +46,7 @@ public struct TokenTarget: Sendable, Hashable, CustomStringConvertible {
 
     /// RFC 8707 §2: each resource an absolute URI without a fragment.
     ///
-    /// - Throws: `ConfigurationError` `.invalidValue`.
+    /// - Throws: `LoginError` `.invalidConfiguration`.
     func validate() throws {
         for resource in resources {
             let scheme = resource.prefix { $0 != ":" }
@@ -54,11 +54,11 @@ public struct TokenTarget: Sendable, Hashable, CustomStringConvertible {
                 scheme.count < resource.count && !scheme.isEmpty && scheme.first?.isLetter == true
                 && scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }
             guard isAbsolute, !resource.contains("#"), !resource.contains(where: { $0.isWhitespace || $0.asciiValue.map { $0 < 0x20 } == true }) else {
-                throw ConfigurationError(
-                    .invalidValue, "the resource \"\(printableExcerpt(resource, limit: 200))\" is not an absolute URI without a fragment (RFC 8707 §2)")
+                throw LoginError(
+                    .invalidConfiguration, "the resource \"\(printableExcerpt(resource, limit: 200))\" is not an absolute URI without a fragment (RFC 8707 §2)")
             }
         }
-        if let audience, audience.isEmpty { throw ConfigurationError(.invalidValue, "the audience is empty") }
+        if let audience, audience.isEmpty { throw LoginError(.invalidConfiguration, "the audience is empty") }
     }
 
     /// The target a client-credentials profile was stored with (its attributes).
@@ -82,10 +82,10 @@ extension ClientCredentialsAPI {
     /// Credentials for `target`. APIs without resource indicators serve the scope-only target and
     /// refuse others.
     ///
-    /// - Throws: `ConfigurationError` `.unsupported` for a resource or audience.
+    /// - Throws: `LoginError` `.invalidConfiguration` for a resource or audience.
     public func clientCredentials(for target: TokenTarget) async throws -> Credentials {
         guard !target.namesResourceOrAudience else {
-            throw ConfigurationError(.unsupported, "this API cannot ask for a resource or audience; use OAuth2API")
+            throw LoginError(.invalidConfiguration, "this API cannot ask for a resource or audience; use OAuth2API")
         }
         return try await clientCredentials(scope: target.scope)
     }

@@ -23,10 +23,10 @@ extension AuthService {
     ///   - onEvent: progress; ``BrowserLoginEvent/waitingForBrowser(url:redirectURI:)`` carries
     ///     the URL to show in case the browser does not open. ``events`` reports it too.
     ///   - pastedRedirect: reads a pasted redirect URL when no browser can be opened.
-    /// - Throws: `LoginInProgressError`, `ConfigurationError` `.unsupported` (the API has no
-    ///   authorization endpoint), `BrowserLoginError`, `LoginError` (`.accessDenied`),
-    ///   `TokenVerificationError`, `ServerError`, `NetworkError`, `TokenStoreError`,
-    ///   `UpgradeRequiredError`, `CancellationError` (the listener is closed).
+    /// - Throws: `LoginError` (`.loginInProgress`; `.invalidConfiguration` when the API has no
+    ///   authorization endpoint; `.stateMismatch`, `.issuerMismatch`, `.interactionTimedOut`,
+    ///   `.cannotListen`; `.accessDenied`; `.upgradeRequired`), `TokenVerificationError`,
+    ///   `ServerError`, `NetworkError`, `TokenStoreError`, `CancellationError` (the listener is closed).
     public func logInWithBrowser(
         _ login: BrowserLogin.Configuration = BrowserLogin.Configuration(),
         launcher: any BrowserLauncher = SystemBrowserLauncher(),
@@ -34,10 +34,10 @@ extension AuthService {
         pastedRedirect: BrowserLogin.PasteReader? = nil
     ) async throws -> User {
         guard let api = api as? any AuthorizationCodeAPI else {
-            throw ConfigurationError(.unsupported, "the configured API does not support the authorization code flow (browser login)")
+            throw LoginError(.invalidConfiguration, "the configured API does not support the authorization code flow (browser login)")
         }
         let epoch = try beginLogin()
-        defer { machine.loginFinished(startedIn: epoch) }
+        defer { machine.withLock { $0.loginFinished(startedIn: epoch) } }
         let requestStart = clock.now
         try await checkGate()
         try await checkStoreIsUsable()
@@ -60,7 +60,7 @@ extension AuthService {
                         onEvent(event)
                     },
                     pastedRedirect: pastedRedirect)
-            } catch let error as LoginError {
+            } catch let error as LoginError where error.isProviderRejection {
                 updateDiagnostics { $0.credentialsRejected = true }
                 logger.notice("browser login refused", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
                 throw error

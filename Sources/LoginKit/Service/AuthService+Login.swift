@@ -7,7 +7,7 @@ import Foundation
 extension AuthService {
     public func logIn(for id: User.ID, with password: String) async throws -> User {
         let epoch = try beginLogin()
-        defer { machine.loginFinished(startedIn: epoch) }
+        defer { machine.withLock { $0.loginFinished(startedIn: epoch) } }
         logger.debug("login started", metadata: logMetadata.merging(["user": "\(id.rawValue)"]) { $1 })
         try await checkGate()
         try await checkStoreIsUsable()
@@ -15,7 +15,7 @@ extension AuthService {
         let credentials: Credentials
         do {
             credentials = try await api.logIn(for: id, with: password)
-        } catch let error as LoginError {
+        } catch let error as LoginError where error.isProviderRejection {
             updateDiagnostics { $0.credentialsRejected = true }
             logger.notice("login rejected", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
             throw error
@@ -31,12 +31,12 @@ extension AuthService {
     /// denial or expiry. Runs through ``workflows``, so prompts never interleave; when the step's
     /// turn comes and valid credentials already exist, it returns that user without prompting.
     ///
-    /// - Throws: `LoginInProgressError`, `LoginError` (denied, expired), `ConfigurationError`
-    ///   `.unsupported` when the API has no device flow, `ServerError` `.misconfigured` when the
+    /// - Throws: `LoginError` (`.loginInProgress`; `.accessDenied`, `.deviceCodeExpired`;
+    ///   `.invalidConfiguration` when the API has no device flow), `ServerError` `.misconfigured` when the
     ///   provider offers no device endpoint, and what ``logIn(for:with:)`` throws.
     public func logInWithDevice(scope: String? = nil, prompt: @escaping @Sendable (DeviceAuthorization) async -> Void) async throws -> User {
         guard let api = api as? any DeviceAuthorizationAPI else {
-            throw ConfigurationError(.unsupported, "the configured API does not support the device authorization grant")
+            throw LoginError(.invalidConfiguration, "the configured API does not support the device authorization grant")
         }
         let result = try await workflows.run(
             isNeeded: { ((try? await self.currentUser()) ?? nil) == nil },
@@ -49,7 +49,7 @@ extension AuthService {
 
     private func runDeviceLogin(api: any DeviceAuthorizationAPI, scope: String?, prompt: @Sendable (DeviceAuthorization) async -> Void) async throws -> User {
         let epoch = try beginLogin()
-        defer { machine.loginFinished(startedIn: epoch) }
+        defer { machine.withLock { $0.loginFinished(startedIn: epoch) } }
         try await checkGate()
         try await checkStoreIsUsable()
         try checkNotOvertaken(startedIn: epoch)
@@ -74,15 +74,15 @@ extension AuthService {
     /// Logs the client itself in (client credentials grant), for services. The profile's user is
     /// the client ID.
     ///
-    /// - Throws: `ConfigurationError` `.unsupported` when the API has no client-credentials grant, and
+    /// - Throws: `LoginError` `.invalidConfiguration` when the API has no client-credentials grant, and
     ///   what ``logIn(for:with:)`` throws.
     @discardableResult
     public func logInAsClient(scope: String? = nil) async throws -> User {
         guard let api = api as? any ClientCredentialsAPI else {
-            throw ConfigurationError(.unsupported, "the configured API does not support the client credentials grant")
+            throw LoginError(.invalidConfiguration, "the configured API does not support the client credentials grant")
         }
         let epoch = try beginLogin()
-        defer { machine.loginFinished(startedIn: epoch) }
+        defer { machine.withLock { $0.loginFinished(startedIn: epoch) } }
         try await checkGate()
         try await checkStoreIsUsable()
         try checkNotOvertaken(startedIn: epoch)
@@ -95,19 +95,19 @@ extension AuthService {
 
     /// A logout that began while the login prepared means: send nothing.
     func checkNotOvertaken(startedIn epoch: UInt64) throws {
-        guard machine.loginSucceeded(startedIn: epoch) == .save else {
+        guard machine.withLock({ $0.loginSucceeded(startedIn: epoch) }) == .save else {
             throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began before the login was sent; nothing was sent")
         }
     }
 
     /// Asks the machine whether a login may start.
     func beginLogin() throws -> UInt64 {
-        switch machine.loginRequested() {
+        switch machine.withLock({ $0.loginRequested() }) {
         case .start(let epoch):
             return epoch
         case .refuse(let reason):
             logger.debug("login refused: \(reason)", metadata: logMetadata)
-            throw LoginInProgressError()
+            throw LoginError(.loginInProgress, "a login or a logout is already under way; wait for its outcome")
         }
     }
 
@@ -125,7 +125,7 @@ extension AuthService {
     ) async throws -> User {
         var credentials = credentials
         credentials.issuedAt = clock.now  // received now
-        guard machine.loginSucceeded(startedIn: epoch) == .save else {
+        guard machine.withLock({ $0.loginSucceeded(startedIn: epoch) }) == .save else {
             _ = await revokeBounded(credentials)
             throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began during the login; the new credentials were revoked")
         }
@@ -138,12 +138,12 @@ extension AuthService {
             _ = await revokeBounded(credentials)
             throw error
         }
-        guard machine.loginSucceeded(startedIn: epoch) == .save else {
+        let known = HeldProfile(profile)
+        guard machine.withLock({ $0.loginSaved(known, startedIn: epoch) }) == .save else {
             // The logout that began during the save revokes and deletes what was saved: it takes
             // the store's lock after this save released it.
             throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began during the login")
         }
-        lastKnownProfile = profile
         updateDiagnostics { $0 = AuthDiagnostics() }
         let user = User(profile: profile)
         logger.debug("logged in", metadata: logMetadata.merging(["user": "\(user.id.rawValue)", "idToken": "\(credentials.idToken != nil)"]) { $1 })

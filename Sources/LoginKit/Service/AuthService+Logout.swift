@@ -41,14 +41,15 @@ extension AuthService {
     /// called, no caller gets credentials from before it; a login that was under way is revoked.
     @discardableResult
     public func logOut() async -> LogoutResult {
-        let action = machine.logoutRequested()
-        defer { machine.logoutFinished() }
-        lastKnownProfile = nil  // nothing from before the logout is served, not even from memory
+        // From here on nothing from before the logout is served, not even from memory: the machine
+        // has dropped the profiles it held.
+        let action = machine.withLock { $0.logoutRequested() }
+        defer { machine.withLock { $0.logoutFinished() } }
         proactiveRefresh?.cancel()
         proactiveRefresh = nil
-        if case .start(cancelRefresh: true) = action, let running = currentRefresh {
-            running.task.cancel()
-            await running.task.value
+        if case .start(cancelRefresh: let running?) = action {
+            running.cancel()
+            await running.value
         }
         let result: LogoutResult
         do {
@@ -68,7 +69,6 @@ extension AuthService {
             result = LogoutResult(revocation: .failed(reason: "the store could not be read: \(error)"), profileRemoved: false, storeError: storeError)
             logger.warning("logout could not remove the profile", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
         }
-        lastKnownProfile = nil
         updateDiagnostics { $0 = AuthDiagnostics(); $0.loginRequired = true }
         eventBroadcaster.emit(.loggedOut)
         return result

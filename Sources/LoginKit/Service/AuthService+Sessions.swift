@@ -96,7 +96,7 @@ extension AuthService {
     /// Backs off before the next attempt; `false` when cancelled.
     private func pause(attempt: Int) async -> Bool {
         do {
-            try await clock.sleep(for: backoff(attempt: attempt, retryAfter: nil))
+            try await clock.sleep(for: configuration.retryPolicy.backoff(attempt: attempt, retryAfter: nil, random: Double.random(in: 0...1)))
             return true
         } catch {
             return false
@@ -105,14 +105,14 @@ extension AuthService {
 
     /// Recomputes the goal-related diagnostics from the stored credentials.
     func evaluateGoal() async {
-        let epoch = machine.epoch
+        let epoch = machine.withLock { $0.epoch }
         let profile: StoredProfile?
         do {
             profile = try await store.profile(named: profileName)
         } catch {
             return  // the store's state is unknown: the diagnostics stay as they are
         }
-        guard machine.mayHandOut(startedIn: epoch) else { return }  // a logout began: it set them
+        guard machine.withLock({ $0.mayHandOut(startedIn: epoch) }) else { return }  // a logout began: it set them
         let goal = combinedGoal ?? AuthSession.Goal(minimumValidity: .zero)
         updateDiagnostics { diagnostics in
             guard let credentials = profile?.credentials else {

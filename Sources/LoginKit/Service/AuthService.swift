@@ -5,13 +5,12 @@ import Foundation
 #endif
 public import Logging
 import LoginKitHTTP
-import Synchronization
 
 /// Logs in, hands out valid tokens to any number of concurrent callers, and refreshes them exactly
 /// once when due — in this process and, through the store's lock, across processes.
 ///
 /// - ``logIn(for:with:)``: a second call while one is in flight fails at once with
-///   `LoginInProgressError` and sends nothing. Credentials are saved, then ``events`` reports the
+///   a `LoginError` `.loginInProgress` and sends nothing. Credentials are saved, then ``events`` reports the
 ///   login, then the call returns. A password is never retried.
 /// - ``validCredentials(minimumValidity:)``, ``validAccessToken(minimumValidity:)``,
 ///   ``validIDToken(minimumValidity:)``: the stored credentials while they stay valid; in the advisory
@@ -21,14 +20,14 @@ import Synchronization
 /// - ``logOut()``: cancels and awaits a running refresh, revokes what the store holds under its
 ///   lock, deletes it; nobody gets credentials from before the logout afterwards.
 /// - ``session(goal:)``: proactive refresh while any session is held, with ``AuthDiagnostics``.
-/// - ``shutdown()`` (or ``run()`` under a service group): stops background work and awaits a refresh
+/// - ``shutdown()`` (or, with LoginKitLifecycle, `run()` under a service group): stops background work and awaits a refresh
 ///   whose request has left, so that a rotated refresh token is saved before the process exits.
 ///
-/// Concurrency contract: an actor whose state is one `AuthStateMachine` value, consulted before
-/// the first `await` of every operation and again after each one. Two token-call steps happen off
-/// the actor, against a mirror of the machine it keeps in step: serving the profile it last served
-/// while the store's change stamp vouches for it (the cached path), and handing a waiter the shared
-/// refresh's result, so that a storm of waiters is not resumed one actor turn at a time.
+/// Concurrency contract: an actor whose state is one value behind one lock, consulted before the
+/// first `await` of every operation and again after each one. Two token-call steps take that lock
+/// without entering the actor: serving the profile last served while the store's change stamp
+/// vouches for it (the cached path), and handing a waiter the shared refresh's result, so that a
+/// storm of waiters is not resumed one actor turn at a time.
 public actor AuthService: AuthServiceProtocol {
     /// Windows, retries and timeouts.
     public struct Configuration: Sendable {
@@ -39,7 +38,9 @@ public actor AuthService: AuthServiceProtocol {
         public var mandatoryWindow: Duration = .seconds(60)
         /// Retries of a transient refresh failure (network, 5xx, 429). Default 3.
         public var maximumRetries = 3
-        /// The first backoff; it doubles per retry, with full jitter, up to `maximumBackoff`. Default 1 s.
+        /// The scale of the wait before a retry: retry `n` (from 0) waits a random time between half
+        /// and all of `min(initialBackoff × 2ⁿ, maximumBackoff)`, or the server's `Retry-After` when
+        /// that is longer (still at most `maximumBackoff`). Default 1 s.
         public var initialBackoff: Duration = .seconds(1)
         /// The longest single wait, `Retry-After` included. Default 30 s.
         public var maximumBackoff: Duration = .seconds(30)
@@ -52,12 +53,12 @@ public actor AuthService: AuthServiceProtocol {
         /// Default: a logger that discards everything; hand in the host's.
         public var logger = Logger(label: "loginkit.auth", factory: { _ in SwiftLogNoOpLogHandler() })
         /// Whether the shared refresh runs on the API's transport executor
-        /// (``AuthAPI/preferredTaskExecutor``; for `CurlHTTPClient`, its driver thread) — its
+        /// (`PrefersTaskExecutor`; for `CurlHTTPClient`, its driver thread) — its
         /// actor steps, store write and HTTP completion then never queue behind a storm of callers
         /// on the global executor. The store's write (two `fsync`s) then holds that thread, and
         /// the client's other transfers, for its duration. Default `true`; `false` runs it on the
         /// global concurrent executor.
-        public var runsRefreshOnTransportExecutor = true
+        package var runsRefreshOnTransportExecutor = true
 
         /// The defaults: refresh from 5 minutes before expiry, wait from 60 s before it, 3 retries
         /// backing off from 1 s to 30 s, 60 s for a whole refresh, 5 s for revocation, no logging,
@@ -87,35 +88,20 @@ public actor AuthService: AuthServiceProtocol {
     /// The proactive-refresh loop and session bookkeeping.
     nonisolated let background = TaskOwner()
 
-    var machine = AuthStateMachine() {
-        didSet {
-            if machine.epoch != oldValue.epoch || machine.phase != oldValue.phase {
-                served.withLock { served in
-                    served.follow(machine)
-                    handOutState.store(Self.handOutWord(served), ordering: .releasing)
-                }
-            }
-        }
-    }
-    /// What token calls serve without entering the actor (``ServedCredentials``), and the store's
-    /// change stamps that vouch for it (`nil`: the store has none, every call takes the actor).
-    nonisolated let served = LockedState(ServedCredentials())
-    /// `served`'s epoch and logout phase in one word, for the checks a token call makes without
-    /// taking any lock (a storm's 1000 callers read it; a lock would be written by each): the
-    /// epoch shifted left by one, the low bit set while a logout runs. Stored inside `served`'s
-    /// lock whenever the machine's epoch or phase changes.
-    nonisolated let handOutState = Atomic<UInt64>(0)
+    /// The service's state: the one `AuthStateMachine` value, behind one lock. The actor's steps and
+    /// the token calls' cached path (which never enters the actor) both go through it; nothing keeps
+    /// a copy of any of it.
+    nonisolated let machine = LockedState(AuthStateMachine())
+    /// The store's change stamps, which vouch for the profile the cached path serves (`nil`: the
+    /// store has none, every call takes the actor's step).
     nonisolated let stamps: (any TokenStoreChangeStamp)?
-    /// The one refresh of the profile, shared by every waiter (present exactly while
-    /// `machine.isRefreshing`).
-    var currentRefresh: RunningRefresh?
+
+    // Bookkeeping of the sessions and the diagnostics, isolated to the actor: not part of any
+    // login, token or refresh decision (the machine makes those).
     var diagnostics = AuthDiagnostics()
     var sessionGoals: [UInt64: AuthSession.Goal] = [:]
     var nextSessionID: UInt64 = 0
     var proactiveRefresh: Task<Void, Never>?
-    /// The profile as last read or written, served while the store is `.unavailable` and its
-    /// credentials stay fresh.
-    var lastKnownProfile: StoredProfile?
     /// Minimum validities already reported as beyond what the provider grants (logged once each).
     var reportedUngrantable: Set<Duration> = []
 
@@ -165,30 +151,14 @@ public actor AuthService: AuthServiceProtocol {
         proactiveRefresh?.cancel()
         proactiveRefresh = nil
         await background.shutdown(cancelling: true)
-        await currentRefresh?.task.value
-    }
-
-    /// Runs until the calling task is cancelled (a service group's graceful shutdown), then
-    /// ``shutdown()``.
-    public func run() async {
-        await Self.waitForCancellation()
-        await shutdown()
-    }
-
-    private static func waitForCancellation() async {
-        let (never, continuation) = AsyncStream<Never>.makeStream()
-        await withTaskCancellationHandler {
-            for await _ in never {}
-        } onCancel: {
-            continuation.finish()
-        }
+        await machine.withLock { $0.refreshTask }?.value
     }
 
     /// Runs the version gate, recording a refusal in the diagnostics.
     func checkGate() async throws {
         do {
             try await gate?.check()
-        } catch let error as UpgradeRequiredError {
+        } catch let error as LoginError where error.code == .upgradeRequired {
             updateDiagnostics { $0.upgradeRequired = true }
             throw error
         }
@@ -205,28 +175,10 @@ public actor AuthService: AuthServiceProtocol {
     }
 
     var logMetadata: Logger.Metadata { ["profile": "\(profileName)"] }
-
-    // MARK: The machine's mirror, read without a lock
-
-    /// `served`'s epoch and phase as ``handOutState`` holds them.
-    static func handOutWord(_ served: ServedCredentials) -> UInt64 {
-        served.epoch << 1 | (served.isLoggingOut ? 1 : 0)
-    }
-
-    /// The machine's epoch now (``handOutState``).
-    nonisolated var currentEpoch: UInt64 {
-        handOutState.load(ordering: .acquiring) >> 1
-    }
-
-    /// The same answer as `AuthStateMachine.mayHandOut(startedIn:)`, without the actor or a lock: no
-    /// logout has begun and the epoch is still `epoch`.
-    nonisolated func mayHandOut(startedIn epoch: UInt64) -> Bool {
-        handOutState.load(ordering: .acquiring) == epoch << 1
-    }
 }
 
 /// A check that may forbid logins and refreshes (the version gate).
 public protocol AuthGate: Sendable {
-    /// Throws (an `UpgradeRequiredError`) when logins and refreshes must not happen.
+    /// Throws (a `LoginError` `.upgradeRequired`, with `upgradePolicy`) when logins and refreshes must not happen.
     func check() async throws
 }

@@ -4,9 +4,9 @@
 public protocol AuthServiceProtocol: Sendable {
     /// Logs `id` in with `password` and saves the credentials.
     ///
-    /// - Throws: `LoginInProgressError` when a login is already running, `LoginError` when the
-    ///   credentials are rejected, `ServerError`, `NetworkError`, `TokenVerificationError`,
-    ///   `UpgradeRequiredError`, `TokenStoreError`.
+    /// - Throws: `LoginError` when the credentials are rejected, a login is already running
+    ///   (`.loginInProgress`) or the app must be upgraded (`.upgradeRequired`), `ServerError`,
+    ///   `NetworkError`, `TokenVerificationError`, `TokenStoreError`.
     func logIn(for id: User.ID, with password: String) async throws -> User
 
     /// Revokes (bounded) and forgets the credentials; says what happened at the provider.

@@ -56,6 +56,8 @@ enum StoreFormat {
         return decoder
     }
 
+    /// The store file's only writer: sorted keys, pretty printed, dates as seconds since 1970 (what
+    /// `decoder()` reads), so the file is written from the same types it is read into.
     static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970
@@ -121,18 +123,27 @@ enum StoreFormat {
         }
     }
 
+    /// The file's bytes: `encoder()` applied to the types `decode` reads — `PlainDocument`, or
+    /// `SealedDocument` around the sealed `SealedContents` — and a trailing newline.
+    ///
+    /// - Throws: `.io` when a date is not a finite number (JSON cannot carry it) or sealing fails.
     static func encode(
         _ profiles: [String: StoredProfile], path: String, key: SymmetricKey?, reference: StoreKeyReference? = nil, chosenPlaintext: Bool = false
     ) throws(TokenStoreError) -> [UInt8] {
-        // Written by StoreJSONWriter: the document JSONEncoder makes from these types, faster.
+        let encoder = Self.encoder()
         do {
+            let document: Data
             if let key {
-                let contents = try StoreJSONWriter.sealedContents(profiles: profiles)
-                let box = try AESGCM.seal(contents, key: key, associatedData: associatedData)
-                return StoreJSONWriter.sealedDocument(alg: "A256GCM", key: reference, box: Base64URL.encode(box)) + [0x0A]
+                let contents = try encoder.encode(SealedContents(profiles: profiles))
+                let box = try AESGCM.seal(Array(contents), key: key, associatedData: associatedData)
+                document = try encoder.encode(SealedDocument(sealed: .init(alg: "A256GCM", key: reference, box: Base64URL.encode(box))))
+            } else {
+                document = try encoder.encode(PlainDocument(storage: chosenPlaintext ? "plaintext" : nil, profiles: profiles))
             }
-            return try StoreJSONWriter.plainDocument(storage: chosenPlaintext ? "plaintext" : nil, profiles: profiles) + [0x0A]
-        } catch is StoreJSONWriter.NonFiniteDate {
+            return Array(document) + [0x0A]
+        } catch EncodingError.invalidValue {
+            // Dates are the only numbers these types hold that are not integers, so the only values
+            // JSON cannot carry (the encoder's non-conforming float strategy is `.throw`).
             throw TokenStoreError(.io, path: path, "could not encode the token store: a date is not a finite number")
         } catch {
             throw TokenStoreError(.io, path: path, "could not encode the token store: \(error)")

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+import FoundationEssentials
 #else
-public import Foundation
+import Foundation
 #endif
 import LoginKitJOSE
 #if canImport(Glibc)
@@ -22,7 +22,7 @@ import Darwin
 ///   directory must not be a symbolic link (links higher up its path are followed).
 /// - ``withExclusiveAccess(_:)`` holds an in-process lock and an advisory `flock` on `<path>.lock`
 ///   (never deleted), and re-reads the file once it holds them: tasks and processes take turns.
-/// - Reads are served from memory; before anything is handed out the file's inode, mtime and size
+/// - Reads are served from memory; before a profile is returned the file's inode, mtime and size
 ///   are compared, so a change by another process is noticed. (`AuthService`'s cached path checks
 ///   at most once per 10 ms: docs/refresh.md.)
 /// - Optional AES-256-GCM sealing of the whole payload (``StoreSealing``), with the key given, or
@@ -37,10 +37,10 @@ public actor IDTokenStore: TokenStore {
     /// The store file.
     public nonisolated let path: String
     /// The lock file beside it.
-    public nonisolated let lockPath: String
+    package nonisolated let lockPath: String
     /// Whether saves are sealed for sure: with a key given in code, a key file, the environment,
     /// or a chosen provider. An `.automatic` store tells what it does through ``protection()``.
-    public nonisolated let isSealed: Bool
+    package nonisolated let isSealed: Bool
     private let keys: StoreKeys
     private let directory: String
     private nonisolated let processLock = AsyncLock()
@@ -58,16 +58,17 @@ public actor IDTokenStore: TokenStore {
     /// What ``changeStamp()`` answers from, without a hop onto this actor.
     nonisolated let fileWatch: StoreFileWatch
 
-    /// A store at `path`, or at ``defaultPath(environment:)`` when `path` is `nil`.
+    /// A store at `path`, or at the default path when `path` is `nil`: `$LOGINKIT_STORE`, else
+    /// `$XDG_STATE_HOME/loginkit/tokens.json`, else `~/.local/state/loginkit/tokens.json`.
     ///
     /// - Parameters:
-    ///   - path: the store file; `nil` for ``defaultPath(environment:)``.
+    ///   - path: the store file; `nil` for the default path.
     ///   - sealing: how the file is sealed; plain `0600` JSON by default. The environment
     ///     (`LOGINKIT_STORE_KEY`) is consulted only when the caller passes `.environment`.
     ///   - lockTimeout: the longest wait for the store's lock held by another process; then the
     ///     operation fails with `.lockTimedOut` naming the holder. Default 30 s.
     ///   - environment: where `LOGINKIT_STORE`, `XDG_STATE_HOME`, `HOME` and the sealing key are
-    ///     looked up; the process environment by default.
+    ///     looked up; `nil` (the default) for the process environment.
     ///   Key providers (``StoreSealing/provider(_:)``, ``StoreSealing/automatic(_:)``) are asked
     ///   at the first access, never here.
     /// - Throws: `TokenStoreError` `.invalidKey` when an explicit sealing key cannot be read.
@@ -75,8 +76,9 @@ public actor IDTokenStore: TokenStore {
         path: String? = nil,
         sealing: StoreSealing = .none,
         lockTimeout: Duration = .seconds(30),
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String]? = nil
     ) throws(TokenStoreError) {
+        let environment = environment ?? ProcessInfo.processInfo.environment
         self.lockTimeout = lockTimeout
         let path = path ?? Self.defaultPath(environment: environment)
         self.path = path
@@ -90,7 +92,7 @@ public actor IDTokenStore: TokenStore {
 
     /// `$LOGINKIT_STORE`, else `$XDG_STATE_HOME/loginkit/tokens.json`, else
     /// `~/.local/state/loginkit/tokens.json`.
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func defaultPath(environment: [String: String]) -> String {
         if let store = environment["LOGINKIT_STORE"], !store.isEmpty { return store }
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/loginkit/tokens.json" }
         var home = environment["HOME"] ?? ""

@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-public import LoginKitJOSE
+import LoginKitJOSE
 
 /// How a file store seals its contents at rest.
 public enum StoreSealing: Sendable {
@@ -102,5 +102,5 @@ public struct AutomaticSealing: Sendable {
     }
 
     /// The standard chain with the process environment.
-    public static var standard: AutomaticSealing { AutomaticSealing() }
+    package static var standard: AutomaticSealing { AutomaticSealing() }
 }

@@ -18,7 +18,8 @@ public struct StoredProfile: Sendable, Hashable, Codable {
     /// When this profile was last written.
     public var updatedAt: Date
 
-    /// A profile holding `credentials` obtained from `source`, stamped `updatedAt` (default: now).
+    /// A profile holding `credentials` obtained from `source`, last written at `updatedAt`
+    /// (default: now).
     public init(
         credentials: Credentials, source: CredentialSource, userID: String? = nil,
         attributes: [String: String] = [:], updatedAt: Date = Date()
@@ -50,17 +51,17 @@ public struct CredentialSource: Sendable, Hashable, Codable {
     }
 
     /// The kind of API.
-    public var kind: Kind
+    package var kind: Kind
     /// The issuer URL (OIDC), the login endpoint URL (JSON login) or the Cognito endpoint.
-    public var endpoint: String
+    package var endpoint: String
     /// The client ID, when the API has one.
-    public var clientID: String?
+    package var clientID: String?
     /// The Cognito user pool ID or other API-specific identifier.
-    public var poolID: String?
+    package var poolID: String?
     /// The AWS region, for Cognito.
-    public var region: String?
+    package var region: String?
     /// The scope asked for at login, reused on refresh.
-    public var scope: String?
+    package var scope: String?
 
     /// The source of credentials; `AuthService` refreshes a stored profile only against the source
     /// it is configured with, so make these the values the API reports as its `source`.

@@ -77,12 +77,13 @@ public struct TokenStoreTransaction: Sendable {
     /// Every profile, by name (only the one in scope, for a single-profile transaction).
     public var profiles: [String: StoredProfile]
     /// The profiles as read, before `body` changed anything.
-    public let original: [String: StoredProfile]
+    package let original: [String: StoredProfile]
     /// The one profile this transaction may change, or `nil` for the whole store.
-    public let scope: String?
+    package let scope: String?
 
     /// A transaction over `profiles` as read under the store's lock (for `TokenStore`
-    /// implementations); `scope` limits it to one profile.
+    /// implementations: write ``profiles`` back when ``hasChanges``); `scope` limits it to one
+    /// profile.
     public init(profiles: [String: StoredProfile], scope: String? = nil) {
         self.profiles = profiles
         self.original = profiles
@@ -90,7 +91,7 @@ public struct TokenStoreTransaction: Sendable {
     }
 
     /// The names whose profile was added, changed or removed, sorted.
-    public var changedNames: [String] {
+    package var changedNames: [String] {
         Set(profiles.keys).union(original.keys).filter { profiles[$0] != original[$0] }.sorted()
     }
 
@@ -122,7 +123,7 @@ public struct TokenStoreTransaction: Sendable {
 
     /// When the stored file was corrupt: the error that reading it gave. The profiles then start
     /// empty, and saving moves the corrupt file aside before writing.
-    public package(set) var recoveredFrom: TokenStoreError?
+    package var recoveredFrom: TokenStoreError?
 
     /// Whether anything changed since the transaction began.
     public var hasChanges: Bool { profiles != original }

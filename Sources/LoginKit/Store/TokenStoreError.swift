@@ -1,7 +1,11 @@
-/// The token store failed: permissions, format, sealing, I/O or locking.
+public import LoginKitHTTP
+
+/// The tokens could not be read or saved: the store file is readable by others or not the user's
+/// own, damaged, written by a newer LoginKit, sealed with a key that is missing or wrong; a disk,
+/// lock, keyring or database failure.
 ///
 /// The message names the path and says how to fix it; it never contains a token or a key.
-public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
+public struct TokenStoreError: LoginKitError {
     /// What failed. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
@@ -49,21 +53,14 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
         public var description: String { base.rawValue }
     }
 
-    /// What failed.
-    public let code: Code
+    /// What failed, what to do, the error underneath (a database driver's error, …) and where it
+    /// was thrown.
+    public let details: ErrorDetails<Code>
     /// The store file (or lock or key file) concerned; for a database store, where it is (never
     /// with a password).
     public let path: String
-    /// What failed and what to do.
-    public let message: String
     /// The `errno`, for `.io` and `.lockFailed`.
     public let errno: Int32?
-    /// The error underneath (a database driver's error, …), when there is one.
-    public let underlying: (any Error)?
-    /// Where the error was thrown.
-    public let file: String
-    /// Where the error was thrown.
-    public let line: Int
 
     /// A store failure at `path`; `message` says what failed and how to fix it, never with a token
     /// or a key in it.
@@ -71,14 +68,8 @@ public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
         _ code: Code, path: String, _ message: String, errno: Int32? = nil, underlying: (any Error)? = nil,
         file: String = #fileID, line: Int = #line
     ) {
-        self.code = code
+        self.details = ErrorDetails(code, message, underlying: underlying, file: file, line: line)
         self.path = path
-        self.message = message
         self.errno = errno
-        self.underlying = underlying
-        self.file = file
-        self.line = line
     }
-
-    public var description: String { "TokenStoreError(\(code)): \(message)" }
 }

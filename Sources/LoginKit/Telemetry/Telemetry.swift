@@ -28,11 +28,13 @@ package enum Telemetry {
         }
     }
 
-    /// An error's outcome label: `rejected` (the provider refused: a `LoginError` or
-    /// `LoginRequiredError`), `cancelled`, or `failed` (network, server, malformed answers, …).
+    /// An error's outcome label: `rejected` (the provider refused: a `LoginError` from the provider,
+    /// a `LoginRequiredError`), `cancelled`, or `failed` (network, server, malformed answers, the
+    /// configuration, …).
     static func outcome(of error: any Error) -> String {
         switch error {
-        case is LoginError, is LoginRequiredError: "rejected"
+        case let error as LoginError where error.isProviderRejection: "rejected"
+        case is LoginRequiredError: "rejected"
         case is CancellationError: "cancelled"
         default: "failed"
         }

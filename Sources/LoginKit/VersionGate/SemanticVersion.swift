@@ -3,27 +3,18 @@
 /// ignored.
 ///
 /// Parses `1`, `1.2`, `1.2.3`, an optional leading `v`, `-pre.release` and `+build.metadata`.
-/// Anything else is a `SemanticVersion.ParseError`, never a silent 0.0.0.
+/// Anything else is a `LoginError` (`.invalidConfiguration`), never a silent 0.0.0.
 public struct SemanticVersion: Sendable, Hashable, Comparable, Codable, LosslessStringConvertible {
     /// `MAJOR`.
-    public let major: UInt64
+    package let major: UInt64
     /// `MINOR` (0 when not written).
-    public let minor: UInt64
+    package let minor: UInt64
     /// `PATCH` (0 when not written).
-    public let patch: UInt64
+    package let patch: UInt64
     /// Pre-release identifiers (`alpha`, `1` in `-alpha.1`).
-    public let preRelease: [String]
+    package let preRelease: [String]
     /// Build metadata identifiers; ignored by comparison and equality.
-    public let buildMetadata: [String]
-
-    /// A version that failed to parse, with the reason.
-    public struct ParseError: Error, Sendable, Hashable, CustomStringConvertible {
-        /// The text that failed to parse.
-        public let input: String
-        /// Why it is not a version.
-        public let reason: String
-        public var description: String { "\"\(input)\" is not a semantic version: \(reason)" }
-    }
+    package let buildMetadata: [String]
 
     /// A version from its numbers and identifiers, unchecked; ``init(parsing:)`` checks a string.
     public init(major: UInt64, minor: UInt64 = 0, patch: UInt64 = 0, preRelease: [String] = [], buildMetadata: [String] = []) {
@@ -36,9 +27,12 @@ public struct SemanticVersion: Sendable, Hashable, Comparable, Codable, Lossless
 
     /// Parses `text`.
     ///
-    /// - Throws: `ParseError`.
-    public init(parsing text: String) throws(ParseError) {
-        func fail(_ reason: String) -> ParseError { ParseError(input: text, reason: reason) }
+    /// - Throws: `LoginError` `.invalidConfiguration`, its message quoting `text` and saying why it
+    ///   is not a version.
+    public init(parsing text: String) throws(LoginError) {
+        func fail(_ reason: String) -> LoginError {
+            LoginError(.invalidConfiguration, "\"\(text)\" is not a semantic version: \(reason)")
+        }
         var rest = Substring(text)
         if rest.hasPrefix("v") || rest.hasPrefix("V") { rest = rest.dropFirst() }
         var build: [String] = []
@@ -135,7 +129,7 @@ public struct SemanticVersion: Sendable, Hashable, Comparable, Codable, Lossless
         do {
             self = try SemanticVersion(parsing: text)
         } catch {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.description))
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
         }
     }
 

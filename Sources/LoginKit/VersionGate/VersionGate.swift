@@ -16,7 +16,8 @@ public import Logging
 ///   defaults given in code apply.
 /// - Fails open by default (a policy server that cannot be reached does not stop anyone); closed
 ///   when ``Configuration/failsClosed`` is set and no policy was ever obtained.
-/// - Below the minimum, ``check()`` throws `UpgradeRequiredError` carrying the policy.
+/// - Below the minimum, ``check()`` throws a `LoginError` `.upgradeRequired` carrying the policy
+///   (``LoginError/upgradePolicy``).
 ///
 /// Concurrency contract: an actor; concurrent checks share one fetch.
 public actor VersionGate: AuthGate {
@@ -42,7 +43,7 @@ public actor VersionGate: AuthGate {
     }
 
     /// The configuration.
-    public nonisolated let configuration: Configuration
+    package nonisolated let configuration: Configuration
     private let transport: any HTTPTransport
     private let clock: any AuthClock
     private let logger: Logger
@@ -52,7 +53,7 @@ public actor VersionGate: AuthGate {
     private var lastFetch: Date?
     private nonisolated let fetches = SingleFlight<Int, Void>()
     /// How many requests the gate has made.
-    public private(set) var fetchCount = 0
+    package private(set) var fetchCount = 0
 
     /// A gate that fetches `configuration.url` through `transport`, timed by `clock`.
     public init(configuration: Configuration, transport: any HTTPTransport, clock: any AuthClock = SystemClock(), logger: Logger = Logger(label: "loginkit.version-gate")) {
@@ -68,7 +69,8 @@ public actor VersionGate: AuthGate {
         return lastGood ?? configuration.defaultPolicy
     }
 
-    /// Throws `UpgradeRequiredError` when this client is below the policy's minimum.
+    /// Throws `LoginError` `.upgradeRequired` (with ``LoginError/upgradePolicy``) when this client is
+    /// below the policy's minimum.
     public func check() async throws {
         try await refreshIfDue()
         guard let policy = lastGood ?? configuration.defaultPolicy else {
@@ -78,7 +80,7 @@ public actor VersionGate: AuthGate {
             return
         }
         if configuration.currentVersion < policy.version {
-            throw UpgradeRequiredError(policy: policy, currentVersion: configuration.currentVersion)
+            throw LoginError(upgradeRequiredBy: policy, currentVersion: configuration.currentVersion)
         }
     }
 

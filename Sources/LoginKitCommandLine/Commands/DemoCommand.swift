@@ -93,8 +93,9 @@ struct DemoCommand: AsyncParsableCommand {
         do {
             _ = try await gated.logIn(for: User.ID(rawValue: "demo"), with: "demo")
             print("   unexpectedly allowed")
-        } catch let error as UpgradeRequiredError {
-            print("   loginkit \(error.currentVersion) < minimum \(error.policy.version): \"\(error.policy.title): \(error.policy.message)\" (\(error.policy.url ?? "-"))")
+        } catch let error as LoginError where error.code == .upgradeRequired {
+            guard let policy = error.upgradePolicy, let current = error.currentVersion else { throw error }
+            print("   loginkit \(current) < minimum \(policy.version): \"\(policy.title): \(policy.message)\" (\(policy.url ?? "-"))")
             print("   the CLI exits with code 6 in this case\n")
         }
 
@@ -135,7 +136,7 @@ struct ScriptedBrowserLauncher: BrowserLauncher {
     func open(_ url: String) async throws {
         do {
             try await system.open(url)
-        } catch let error as BrowserLoginError where error.code == .browserUnavailable {
+        } catch let error as LoginError where error.code == .browserUnavailable {
             throw CLIFailure(exitCode: 1, "the scripted browser could not sign in: \(error.message)")
         }
     }

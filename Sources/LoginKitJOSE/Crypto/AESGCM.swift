@@ -7,14 +7,14 @@ public struct SymmetricKey: Sendable, CustomStringConvertible, CustomDebugString
 
     /// Wraps 32 key bytes.
     ///
-    /// - Throws: `CryptoError` `.invalidKey` for any other length.
-    public init(bytes: [UInt8]) throws(CryptoError) {
-        guard bytes.count == 32 else { throw CryptoError(.invalidKey, "an AES-256 key is 32 bytes, got \(bytes.count)") }
+    /// - Throws: `TokenVerificationError` `.invalidKey` for any other length.
+    public init(bytes: [UInt8]) throws(TokenVerificationError) {
+        guard bytes.count == 32 else { throw TokenVerificationError(.invalidKey, "an AES-256 key is 32 bytes, got \(bytes.count)") }
         self.bytes = bytes
     }
 
     /// A fresh random key from OpenSSL's CSPRNG.
-    public static func random() throws(CryptoError) -> SymmetricKey {
+    package static func random() throws(TokenVerificationError) -> SymmetricKey {
         try SymmetricKey(bytes: SecureRandom.bytes(32))
     }
 
@@ -28,7 +28,7 @@ public struct SymmetricKey: Sendable, CustomStringConvertible, CustomDebugString
 ///
 /// A sealed box is `nonce (12 bytes) || ciphertext || tag (16 bytes)`; every seal draws a fresh
 /// random 96-bit nonce. `open` returns the plaintext only when the tag verifies: a wrong key or any
-/// changed byte (of the box or of the associated data) throws ``CryptoError/Code/authenticationFailed``.
+/// changed byte (of the box or of the associated data) throws ``TokenVerificationError/Code/authenticationFailed``.
 package enum AESGCM {
     /// Nonce length: 12 bytes.
     package static let nonceSize = 12
@@ -36,7 +36,7 @@ package enum AESGCM {
     package static let tagSize = 16
 
     /// Encrypts and authenticates `plaintext`, binding `associatedData` (authenticated, not encrypted).
-    package static func seal(_ plaintext: [UInt8], key: SymmetricKey, associatedData: [UInt8] = []) throws(CryptoError) -> [UInt8] {
+    package static func seal(_ plaintext: [UInt8], key: SymmetricKey, associatedData: [UInt8] = []) throws(TokenVerificationError) -> [UInt8] {
         let nonce = try SecureRandom.bytes(nonceSize)
         guard let context = EVP_CIPHER_CTX_new() else { throw EVPKey.failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
@@ -75,11 +75,11 @@ package enum AESGCM {
 
     /// Authenticates and decrypts a sealed box made by ``seal(_:key:associatedData:)``.
     ///
-    /// - Throws: `CryptoError` `.malformed` when the box is shorter than nonce + tag,
+    /// - Throws: `TokenVerificationError` `.malformed` when the box is shorter than nonce + tag,
     ///   `.authenticationFailed` for a wrong key or any altered byte.
-    package static func open(_ sealed: [UInt8], key: SymmetricKey, associatedData: [UInt8] = []) throws(CryptoError) -> [UInt8] {
+    package static func open(_ sealed: [UInt8], key: SymmetricKey, associatedData: [UInt8] = []) throws(TokenVerificationError) -> [UInt8] {
         guard sealed.count >= nonceSize + tagSize else {
-            throw CryptoError(.malformed, "a sealed box is at least \(nonceSize + tagSize) bytes, got \(sealed.count)")
+            throw TokenVerificationError(.malformed, "a sealed box is at least \(nonceSize + tagSize) bytes, got \(sealed.count)")
         }
         let nonce = Array(sealed[..<nonceSize])
         let ciphertext = Array(sealed[nonceSize..<(sealed.count - tagSize)])
@@ -117,7 +117,7 @@ package enum AESGCM {
         guard finalWritten >= 0 else {
             // Wipe what was decrypted before the tag check failed; none of it is returned.
             for index in plaintext.indices { plaintext[index] = 0 }
-            throw CryptoError(.authenticationFailed, "the sealed data does not authenticate: wrong key, or it was altered")
+            throw TokenVerificationError(.authenticationFailed, "the sealed data does not authenticate: wrong key, or it was altered")
         }
         plaintext.removeSubrange(Int(written + finalWritten)...)
         return plaintext
@@ -128,12 +128,12 @@ package enum AESGCM {
 package enum SecureRandom {
     /// `count` random bytes.
     ///
-    /// - Throws: `CryptoError` `.randomFailed` when OpenSSL's generator fails (it is never ignored).
-    package static func bytes(_ count: Int) throws(CryptoError) -> [UInt8] {
+    /// - Throws: `TokenVerificationError` `.cryptoFailure` when OpenSSL's generator fails (it is never ignored).
+    package static func bytes(_ count: Int) throws(TokenVerificationError) -> [UInt8] {
         guard count > 0 else { return [] }
         var bytes = [UInt8](repeating: 0, count: count)
         guard RAND_bytes(&bytes, Int32(count)) == 1 else {
-            throw CryptoError(.randomFailed, "RAND_bytes failed: \(openSSLErrorDescription())")
+            throw TokenVerificationError(.cryptoFailure, "RAND_bytes failed: \(openSSLErrorDescription())")
         }
         return bytes
     }

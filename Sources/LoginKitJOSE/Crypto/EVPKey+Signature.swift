@@ -186,7 +186,7 @@ extension EVPKey {
     }
 
     /// Signs `input`; ECDSA signatures are returned in JOSE's raw `r || s` form.
-    func sign(_ input: [UInt8], algorithm: JWSAlgorithm) throws(CryptoError) -> [UInt8] {
+    func sign(_ input: [UInt8], algorithm: JWSAlgorithm) throws(TokenVerificationError) -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw Self.failure("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(context) }
         var keyContext: OpaquePointer?
@@ -281,7 +281,7 @@ extension EVPKey {
         return ok ? raw : nil
     }
 
-    static func failure(_ step: String) -> CryptoError {
-        CryptoError(.operationFailed, "\(step) failed: \(openSSLErrorDescription())")
+    static func failure(_ step: String) -> TokenVerificationError {
+        TokenVerificationError(.cryptoFailure, "\(step) failed: \(openSSLErrorDescription())")
     }
 }

@@ -5,8 +5,8 @@ internal import COpenSSL
 package enum MessageDigest {
     /// SHA-256 of `bytes` (32 bytes).
     ///
-    /// - Throws: `CryptoError` `.operationFailed` when OpenSSL fails.
-    package static func sha256(_ bytes: [UInt8]) throws(CryptoError) -> [UInt8] {
+    /// - Throws: `TokenVerificationError` `.cryptoFailure` when OpenSSL fails.
+    package static func sha256(_ bytes: [UInt8]) throws(TokenVerificationError) -> [UInt8] {
         var hash = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         guard EVP_Digest(bytes, bytes.count, &hash, &length, FetchedDigest.sha256.raw, nil) == 1 else {
@@ -21,8 +21,8 @@ package enum MessageDigest {
 package enum HMACSHA256 {
     /// HMAC-SHA-256 of `bytes` under `key` (32 bytes).
     ///
-    /// - Throws: `CryptoError` `.operationFailed` when OpenSSL fails.
-    package static func authenticationCode(_ bytes: [UInt8], key: [UInt8]) throws(CryptoError) -> [UInt8] {
+    /// - Throws: `TokenVerificationError` `.cryptoFailure` when OpenSSL fails.
+    package static func authenticationCode(_ bytes: [UInt8], key: [UInt8]) throws(TokenVerificationError) -> [UInt8] {
         var code = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         guard key.count < Int(Int32.max), HMAC(FetchedDigest.sha256.raw, key, Int32(key.count), bytes, bytes.count, &code, &length) != nil else {

@@ -5,7 +5,7 @@ internal import LoginKitHTTP
 /// HS256).
 ///
 /// `description` names the method and algorithm only, never the key or the secret.
-public struct ClientAssertionSigner: Sendable, CustomStringConvertible, CustomReflectable {
+package struct ClientAssertionSigner: Sendable, CustomStringConvertible, CustomReflectable {
     enum Kind: Sendable {
         case key(SigningKey)
         case secret([UInt8])
@@ -14,25 +14,25 @@ public struct ClientAssertionSigner: Sendable, CustomStringConvertible, CustomRe
     let kind: Kind
 
     /// `private_key_jwt` with `key` (its algorithm and `kid`).
-    public static func privateKey(_ key: SigningKey) -> ClientAssertionSigner {
+    package static func privateKey(_ key: SigningKey) -> ClientAssertionSigner {
         ClientAssertionSigner(kind: .key(key))
     }
 
     /// `client_secret_jwt`: HS256 under the client secret.
     ///
-    /// - Throws: `CryptoError` `.invalidKey` for a secret under 32 bytes, which RFC 7518 §3.2
+    /// - Throws: `TokenVerificationError` `.invalidKey` for a secret under 32 bytes, which RFC 7518 §3.2
     ///   forbids for HS256 (use `client_secret_basic` with such a secret).
-    public static func clientSecret(_ secret: String) throws(CryptoError) -> ClientAssertionSigner {
+    package static func clientSecret(_ secret: String) throws(TokenVerificationError) -> ClientAssertionSigner {
         let bytes = Array(secret.utf8)
         guard bytes.count >= 32 else {
-            throw CryptoError(
+            throw TokenVerificationError(
                 .invalidKey, "client_secret_jwt (HS256) needs a client secret of at least 32 bytes (RFC 7518 §3.2); this one has \(bytes.count)")
         }
         return ClientAssertionSigner(kind: .secret(bytes))
     }
 
     /// The token endpoint's name for the method: `private_key_jwt` or `client_secret_jwt`.
-    public var method: String {
+    package var method: String {
         switch kind {
         case .key: "private_key_jwt"
         case .secret: "client_secret_jwt"
@@ -40,22 +40,22 @@ public struct ClientAssertionSigner: Sendable, CustomStringConvertible, CustomRe
     }
 
     /// The JWS `alg` the assertions carry.
-    public var algorithmName: String {
+    package var algorithmName: String {
         switch kind {
         case .key(let key): key.algorithm.rawValue
         case .secret: "HS256"
         }
     }
 
-    public var description: String { "ClientAssertionSigner(\(method), \(algorithmName))" }
+    package var description: String { "ClientAssertionSigner(\(method), \(algorithmName))" }
 
     /// No children: `dump` and debuggers show the description, never the secret's bytes.
-    public var customMirror: Mirror { Mirror(self, children: [:]) }
+    package var customMirror: Mirror { Mirror(self, children: [:]) }
 
     /// `claims` as a signed compact JWT with `typ: JWT`, `alg` and (for a key that has one) `kid`.
     ///
-    /// - Throws: `CryptoError` when signing fails.
-    package func sign(claims: [String: JSONValue]) throws(CryptoError) -> String {
+    /// - Throws: `TokenVerificationError` when signing fails.
+    package func sign(claims: [String: JSONValue]) throws(TokenVerificationError) -> String {
         let payload = Array(JSONValue.object(claims).serialized.utf8)
         switch kind {
         case .key(let key):

@@ -113,7 +113,7 @@ package struct CompactJWS: Sendable {
     /// `kid` and any `extraHeader` members (`typ`, …).
     package static func sign(
         payload: [UInt8], with key: SigningKey, extraHeader: [String: JSONValue] = [:]
-    ) throws(CryptoError) -> String {
+    ) throws(TokenVerificationError) -> String {
         var header = extraHeader
         header["alg"] = .string(key.algorithm.rawValue)
         if let keyID = key.keyID { header["kid"] = .string(keyID) }

@@ -24,7 +24,7 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     /// The number as `Double`, when this is a number.
-    public var doubleValue: Double? {
+    package var doubleValue: Double? {
         guard case .number(let text) = self else { return nil }
         // An integer (a NumericDate, mostly) converts without `strtod`; the conversion rounds to
         // nearest as `strtod` does.
@@ -34,7 +34,7 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     /// The number as `Int64`, when this is an integral number in range (`1.0` and `1e3` count).
-    public var int64Value: Int64? {
+    package var int64Value: Int64? {
         guard case .number(let text) = self else { return nil }
         if let exact = Int64(text) { return exact }
         guard let double = Double(text), double.rounded() == double, abs(double) < 9.0e18 else { return nil }
@@ -42,19 +42,19 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     /// The Boolean, when this is `true` or `false`.
-    public var boolValue: Bool? {
+    package var boolValue: Bool? {
         if case .bool(let value) = self { return value }
         return nil
     }
 
     /// The members, when this is an object.
-    public var objectValue: [String: JSONValue]? {
+    package var objectValue: [String: JSONValue]? {
         if case .object(let value) = self { return value }
         return nil
     }
 
     /// The elements, when this is an array.
-    public var arrayValue: [JSONValue]? {
+    package var arrayValue: [JSONValue]? {
         if case .array(let value) = self { return value }
         return nil
     }

@@ -24,7 +24,7 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomString
     public var description: String { rawValue }
 
     /// The key type a key must have to be used with this algorithm.
-    public var keyType: JWK.KeyType {
+    package var keyType: JWK.KeyType {
         switch self {
         case .rs256, .rs384, .rs512, .ps256, .ps384: .rsa
         case .es256, .es384: .ec
@@ -42,5 +42,5 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable, CustomString
     }
 
     /// The algorithms OpenID providers use; the default allow-list of `IDTokenVerifier`.
-    public static let standard: Set<JWSAlgorithm> = Set(allCases)
+    package static let standard: Set<JWSAlgorithm> = Set(allCases)
 }

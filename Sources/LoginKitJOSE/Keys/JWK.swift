@@ -11,16 +11,16 @@ internal import LoginKitHTTP
 /// bits, an EC point not on its curve.
 ///
 /// A key without `alg` is bound to the first algorithm it verifies a signature with, and serves no
-/// other from then on (``boundAlgorithm``): one RSA key cannot be played as RS256 and PS256 at once.
+/// other from then on: one RSA key cannot be played as RS256 and PS256 at once.
 /// Copies of a `JWK` share the binding.
 public struct JWK: Sendable {
     /// The smallest RSA modulus accepted, in bits.
-    public static let minimumRSABits = 2048
+    package static let minimumRSABits = 2048
     /// The largest RSA modulus accepted, in bits (what OpenSSL itself will use).
-    public static let maximumRSABits = 16_384
+    package static let maximumRSABits = 16_384
 
     /// `kty`.
-    public enum KeyType: String, Sendable, Hashable {
+    package enum KeyType: String, Sendable, Hashable {
         /// An RSA key (`n`, `e`).
         case rsa = "RSA"
         /// An elliptic-curve key (`crv` P-256 or P-384, `x`, `y`).
@@ -30,15 +30,15 @@ public struct JWK: Sendable {
     }
 
     /// `kty`.
-    public let keyType: KeyType
+    package let keyType: KeyType
     /// `kid`, when present.
     public let keyID: String?
     /// `alg`, when present: the only algorithm this key may be used with.
-    public let algorithm: String?
+    package let algorithm: String?
     /// `use`, when present (`sig` for signing keys).
-    public let use: String?
+    package let use: String?
     /// `crv` for EC and OKP keys.
-    public let curve: String?
+    package let curve: String?
     /// The public members as JSON (`kty`, `kid`, `alg`, `use`, `n`/`e` or `crv`/`x`/`y`).
     public let json: JSONValue
     let key: EVPKey
@@ -47,7 +47,7 @@ public struct JWK: Sendable {
     ///
     /// - Throws: `TokenVerificationError` with code `.malformed` naming what is wrong, `.unsafeKey`
     ///   for a key refused as unsafe (see above).
-    public init(json: JSONValue) throws(TokenVerificationError) {
+    package init(json: JSONValue) throws(TokenVerificationError) {
         guard let members = json.objectValue else { throw Self.invalid("a JWK must be a JSON object") }
         guard let ktyText = members["kty"]?.stringValue else { throw Self.invalid("the JWK has no \"kty\"") }
         guard let keyType = KeyType(rawValue: ktyText) else {
@@ -173,7 +173,7 @@ public struct JWK: Sendable {
 
     /// For a key without `alg`: the algorithm it first verified a signature with, the only one it
     /// serves from then on. `nil` before that, and for keys with `alg` (which bind them already).
-    public var boundAlgorithm: JWSAlgorithm? {
+    package var boundAlgorithm: JWSAlgorithm? {
         guard algorithm == nil else { return nil }
         return key.boundAlgorithm.withLock { $0 }
     }
@@ -234,16 +234,16 @@ public struct JWK: Sendable {
 ///
 /// Keys of unsupported types (`oct`, unknown curves), unsafe keys and keys meant for encryption are
 /// skipped, not fatal, so that an issuer adding a new kind of key does not break verification with
-/// the others. A document with more than ``defaultMaximumKeyCount`` entries is refused whole.
+/// the others. A document with more than 100 entries is refused whole.
 public struct JWKSet: Sendable {
     /// The most entries a key set document may have: 100. Issuers publish a handful; each RSA key
     /// costs a key construction, so a huge set is refused before any key is parsed.
-    public static let defaultMaximumKeyCount = 100
+    package static let defaultMaximumKeyCount = 100
 
     /// The usable keys, in document order.
-    public let keys: [JWK]
+    package let keys: [JWK]
     /// How many entries were skipped as unsupported or invalid.
-    public let skippedCount: Int
+    package let skippedCount: Int
 
     /// A set of already-parsed keys.
     public init(keys: [JWK]) {
@@ -259,8 +259,16 @@ public struct JWKSet: Sendable {
     /// Parses a JWKS document.
     ///
     /// - Throws: `TokenVerificationError` `.malformed` when it is not a JSON object with a `keys`
+    ///   array, `.keySetTooLarge` when that array has more than 100 entries.
+    public init(jsonText bytes: some Collection<UInt8>) throws(TokenVerificationError) {
+        try self.init(jsonText: bytes, maximumKeyCount: Self.defaultMaximumKeyCount)
+    }
+
+    /// Parses a JWKS document of at most `maximumKeyCount` entries.
+    ///
+    /// - Throws: `TokenVerificationError` `.malformed` when it is not a JSON object with a `keys`
     ///   array, `.keySetTooLarge` when that array has more than `maximumKeyCount` entries.
-    public init(jsonText bytes: some Collection<UInt8>, maximumKeyCount: Int = defaultMaximumKeyCount) throws(TokenVerificationError) {
+    package init(jsonText bytes: some Collection<UInt8>, maximumKeyCount: Int) throws(TokenVerificationError) {
         let value: JSONValue
         do {
             value = try JSONValue.parse(bytes)
@@ -307,7 +315,7 @@ public struct JWKSet: Sendable {
     ///
     /// With a `kid`, only keys with exactly that `kid`. Without one, every suitable key — the
     /// verifier accepts that only when there is exactly one.
-    public func candidates(keyID: String?, algorithm: JWSAlgorithm) -> [JWK] {
+    package func candidates(keyID: String?, algorithm: JWSAlgorithm) -> [JWK] {
         keys.filter { key in
             guard key.canVerify(algorithm) else { return false }
             guard let keyID else { return true }

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
 public import LoginKitHTTP
 import HTTPTypes
@@ -10,7 +10,7 @@ import HTTPTypes
 /// refetched once when a token names a key it does not hold (key rotation).
 ///
 /// - The cache lives for the response's `Cache-Control: max-age` (at most 24 h; `no-store`/`no-cache`
-///   mean 0), or ``defaultMaximumAge`` when there is none, and never less than
+///   mean 0), or 1 hour when there is none, and never less than
 ///   ``Configuration/minimumCacheLifetime`` (5 s): a `no-store` key set is not fetched per token.
 ///   An expired cache is refreshed on the next use; if that fetch fails, the stale keys keep serving
 ///   (key sets change rarely; a fetch outage must not lock everyone out) — for at most
@@ -18,22 +18,22 @@ import HTTPTypes
 /// - While the endpoint fails, fetches back off: none for ``Configuration/initialBackoff`` (2 s) after a
 ///   failure, doubling with each further failure up to ``Configuration/maximumBackoff`` (5 min). In
 ///   between, the stale keys serve (or the last failure is thrown, without a request).
-/// - Unknown `kid`: one refetch, unless the last fetch was less than ``minimumRefetchInterval`` ago
+/// - Unknown `kid`: one refetch, unless the last fetch was less than 30 s ago
 ///   (a token with a made-up `kid` must not turn the verifier into a request amplifier) or fetches
 ///   are backing off.
 /// - A key set with more than ``Configuration/maximumKeyCount`` (100) keys is refused whole
 ///   (`.keySetTooLarge`): nothing of it is cached.
-/// - A key that the new document holds unchanged keeps its algorithm binding (``JWK/boundAlgorithm``).
-/// - Single flight: any number of concurrent verifications share one request.
+/// - A key that the new document holds unchanged keeps its algorithm binding (see `JWK`).
+/// - One fetch at a time: any number of concurrent verifications share one request.
 ///
-/// Time comes from the injected `now` only.
+/// Time comes from the system clock, or from the `now` the package's tests inject.
 ///
 /// Concurrency contract: an actor; share one instance per issuer.
 public actor JWKSSource: JWKSProvider {
     /// Used when the response has no `Cache-Control: max-age`: 1 hour.
-    public static let defaultMaximumAge: Duration = .seconds(3600)
+    package static let defaultMaximumAge: Duration = .seconds(3600)
     /// The shortest time between two fetches caused by unknown key IDs: 30 s.
-    public static let minimumRefetchInterval: Duration = .seconds(30)
+    package static let minimumRefetchInterval: Duration = .seconds(30)
 
     /// Limits of the cache; each has a default.
     public struct Configuration: Sendable {
@@ -53,9 +53,9 @@ public actor JWKSSource: JWKSProvider {
     }
 
     /// The `jwks_uri`.
-    public nonisolated let url: String
+    package nonisolated let url: String
     /// The cache's limits.
-    public nonisolated let configuration: Configuration
+    package nonisolated let configuration: Configuration
     private let transport: any HTTPTransport
     private let now: @Sendable () -> Date
     private var cached: (keySet: JWKSet, expiresAt: Date)?
@@ -66,10 +66,15 @@ public actor JWKSSource: JWKSProvider {
     /// How many HTTP requests this source has made (for diagnostics and tests).
     package private(set) var fetchCount = 0
 
-    /// A source for `url`, fetched through `transport` within `configuration`'s limits, timed by `now`.
-    public init(
+    /// A source for `url`, fetched through `transport` within `configuration`'s limits.
+    public init(url: String, transport: any HTTPTransport, configuration: Configuration = Configuration()) {
+        self.init(url: url, transport: transport, configuration: configuration, now: { Date() })
+    }
+
+    /// A source timed by `now`.
+    package init(
         url: String, transport: any HTTPTransport, configuration: Configuration = Configuration(),
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date
     ) {
         self.url = url
         self.transport = transport
@@ -89,7 +94,7 @@ public actor JWKSSource: JWKSProvider {
     ///
     /// - Throws: `TokenVerificationError` `.keySetUnavailable` when no fetch succeeds and there are
     ///   no cached keys, or only keys expired longer ago than ``Configuration/maximumStaleness``.
-    public func currentKeySet() async throws(TokenVerificationError) -> JWKSet {
+    package func currentKeySet() async throws(TokenVerificationError) -> JWKSet {
         if let cached, now() < cached.expiresAt { return cached.keySet }
         if !fetches.isRunning(0), isBackingOff(), let backoff {
             return try staleKeySet(orThrow: Self.unavailable(url: url, underlying: backoff.lastError))

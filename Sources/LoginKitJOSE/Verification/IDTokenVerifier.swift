@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
 internal import LoginKitHTTP
 
@@ -17,7 +17,7 @@ public protocol JWKSProvider: Sendable {
 /// A fixed key set, for servers configured with their issuer's keys and for tests.
 public struct StaticJWKS: JWKSProvider {
     /// The keys.
-    public let keySet: JWKSet
+    package let keySet: JWKSet
 
     /// A provider that always answers from `keySet` and never fetches.
     public init(_ keySet: JWKSet) {
@@ -57,11 +57,11 @@ public struct IDTokenVerifier: Sendable {
         public var leeway: Duration = .seconds(60)
         /// Whether `aud` is checked. Default `true`; off only for inspecting tokens (`loginkit verify`
         /// without `--audience`).
-        public var checksAudience = true
+        package var checksAudience = true
         /// Whether `iat` must be present (OIDC requires it for ID tokens). Default `true`.
-        public var requiresIssuedAt: Bool = true
+        package var requiresIssuedAt: Bool = true
         /// The longest token accepted. Default 64 KiB.
-        public var maximumTokenLength: Int = CompactJWS.defaultMaximumLength
+        package var maximumTokenLength: Int = CompactJWS.defaultMaximumLength
 
         /// Rules for ID tokens from `issuer` for `audience` (the client ID): every standard
         /// asymmetric algorithm, 60 s leeway, `aud` and `iat` required, until changed.
@@ -72,12 +72,17 @@ public struct IDTokenVerifier: Sendable {
     }
 
     /// The rules.
-    public let configuration: Configuration
+    package let configuration: Configuration
     private let keys: any JWKSProvider
     private let now: @Sendable () -> Date
 
-    /// A verifier with keys from `keys` and the time from `now` (inject a fixed clock in tests).
-    public init(configuration: Configuration, keys: any JWKSProvider, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// A verifier with keys from `keys`, on the system clock.
+    public init(configuration: Configuration, keys: any JWKSProvider) {
+        self.init(configuration: configuration, keys: keys, now: { Date() })
+    }
+
+    /// A verifier with keys from `keys` and the time from `now` (a fixed clock in tests).
+    package init(configuration: Configuration, keys: any JWKSProvider, now: @escaping @Sendable () -> Date) {
         self.configuration = configuration
         self.keys = keys
         self.now = now
@@ -144,7 +149,7 @@ public struct IDTokenVerifier: Sendable {
     }
 
     /// Checks the claims of a token whose signature already verified.
-    public func check(_ claims: JWTClaims, nonce: String? = nil) throws(TokenVerificationError) {
+    package func check(_ claims: JWTClaims, nonce: String? = nil) throws(TokenVerificationError) {
         guard let issuer = claims.issuer else { throw TokenVerificationError(.wrongIssuer, "the token has no \"iss\" claim") }
         guard issuer == configuration.issuer else {
             let found = printableExcerpt(issuer, limit: 200)

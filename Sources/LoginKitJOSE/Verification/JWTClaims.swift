@@ -3,7 +3,7 @@
 /// `iat` numbers (NumericDate, seconds since 1970).
 public struct JWTClaims: Sendable {
     /// Every claim, as parsed.
-    public let all: [String: JSONValue]
+    package let all: [String: JSONValue]
     /// `iss`.
     public let issuer: String?
     /// `sub`.
@@ -13,13 +13,13 @@ public struct JWTClaims: Sendable {
     /// `exp`, in seconds since 1970.
     public let expiresAt: Double?
     /// `nbf`, in seconds since 1970.
-    public let notBefore: Double?
+    package let notBefore: Double?
     /// `iat`, in seconds since 1970.
-    public let issuedAt: Double?
+    package let issuedAt: Double?
     /// `nonce`.
-    public let nonce: String?
+    package let nonce: String?
     /// `azp`.
-    public let authorizedParty: String?
+    package let authorizedParty: String?
 
     /// Parses a JWT payload.
     ///
@@ -103,5 +103,5 @@ public struct VerifiedJWT: Sendable {
     /// The verified claims.
     public let claims: JWTClaims
     /// The algorithm it was verified with.
-    public let algorithm: JWSAlgorithm
+    package let algorithm: JWSAlgorithm
 }

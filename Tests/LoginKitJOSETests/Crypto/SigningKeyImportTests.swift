@@ -78,11 +78,11 @@ struct SigningKeyImportTests {
             return .object(members)
         }
         // Another key's private part: the halves do not belong together.
-        #expect(throws: CryptoError.self) { try SigningKey(jwk: replacing("d", with: other["d"], in: one)) }
-        #expect(throws: CryptoError.self) { try SigningKey(jwk: replacing("d", with: nil, in: one)) }
-        #expect(throws: CryptoError.self) { try SigningKey(jwk: replacing("use", with: .string("enc"), in: one)) }
-        #expect(throws: CryptoError.self) { try SigningKey(jwk: one, algorithm: .es384) }
-        #expect(throws: CryptoError.self) { try SigningKey(jwkText: Array("{".utf8)) }
+        #expect((#expect(throws: TokenVerificationError.self) { try SigningKey(jwk: replacing("d", with: other["d"], in: one)) })?.code == .invalidKey)
+        #expect((#expect(throws: TokenVerificationError.self) { try SigningKey(jwk: replacing("d", with: nil, in: one)) })?.code == .invalidKey)
+        #expect((#expect(throws: TokenVerificationError.self) { try SigningKey(jwk: replacing("use", with: .string("enc"), in: one)) })?.code == .invalidKey)
+        #expect((#expect(throws: TokenVerificationError.self) { try SigningKey(jwk: one, algorithm: .es384) })?.code == .invalidKey)
+        #expect((#expect(throws: TokenVerificationError.self) { try SigningKey(jwkText: Array("{".utf8)) })?.code == .invalidKey)
     }
 
     @Test func privateJWKsOfEachTypeLoad() async throws {

@@ -1,8 +1,9 @@
+@testable import LoginKit
 import LoginKitHTTP
 import Testing
 
 /// The package's single-flight and waiter-list primitives, which the service, the key set, the
-/// metadata loader, the version gate, the lock and the mocks share.
+/// metadata loader, the version gate, `AsyncLock` and the mocks share, and `AsyncLock` itself.
 @Suite(.timeLimit(.minutes(3)))
 struct ConcurrencyPrimitiveTests {
     /// Holds an operation until the test releases it.
@@ -67,8 +68,8 @@ struct ConcurrencyPrimitiveTests {
     }
 
     @Test func aFinishedFlightNeverClobbersANewerOne() async throws {
-        // The shape of MetadataLoader's old bug: A and B share a failing fetch; when it fails, C
-        // starts a new one; B's late bookkeeping must not drop C's, or D starts a third.
+        // A and B share a failing fetch; when it fails, C starts a new one; B's late bookkeeping
+        // must not drop C's, or D starts a third.
         let flights = SingleFlight<String, Int>()
         let first = Gate()
         let starts = LockedState(0)
@@ -134,6 +135,105 @@ struct ConcurrencyPrimitiveTests {
         #expect(!flight.isFinished)
         flight.finish(with: .success(1))
         #expect(try await other.value == 1)
+    }
+
+    /// A main-actor task that calls `withLock` on a held lock is queued before the main actor runs
+    /// anything else (`withLock` runs on its caller's executor up to the wait), so a task that has
+    /// signalled `queued` just before is in the lock's list once the test goes on.
+    @MainActor private static func queuedTask(
+        on lock: AsyncLock, _ body: @escaping @Sendable () -> Void
+    ) async throws -> Task<Void, any Error> {
+        let queued = Flight<Void>()
+        let task = Task { @MainActor in
+            queued.finish(with: .success(()))
+            try await lock.withLock { body() }
+        }
+        try await queued.wait()
+        return task
+    }
+
+    /// Releasing hands the lock to the oldest waiter: waiters run in the order they came, and a task
+    /// that arrives while the lock passes from one to the next queues behind them.
+    @MainActor @Test func theLockGoesToItsWaitersInTheOrderTheyCame() async throws {
+        let lock = AsyncLock()
+        let holder = Gate()
+        let order = LockedState<[Int]>([])
+        let first = Task { @MainActor in try await lock.withLock { _ = try await holder.pass() } }
+        try await holder.arrived()
+        var waiters: [Task<Void, any Error>] = []
+        for index in 0..<5 {
+            let waiter = try await Self.queuedTask(on: lock) { order.withLock { $0.append(index) } }
+            waiters.append(waiter)
+        }
+        holder.open(0)
+        let late = Task { @MainActor in try await lock.withLock { order.withLock { $0.append(99) } } }
+        try await first.value
+        for waiter in waiters { try await waiter.value }
+        try await late.value
+        #expect(order.withLock { $0 } == [0, 1, 2, 3, 4, 99])
+    }
+
+    /// A waiter cancelled while queued throws `CancellationError` and never runs its body; the lock
+    /// goes to the waiter behind it.
+    @MainActor @Test func aWaiterCancelledWhileQueuedThrowsAndNeverHoldsTheLock() async throws {
+        let lock = AsyncLock()
+        let holder = Gate()
+        let entered = LockedState<[String]>([])
+        let first = Task { @MainActor in try await lock.withLock { _ = try await holder.pass() } }
+        try await holder.arrived()
+        let cancelled = try await Self.queuedTask(on: lock) { entered.withLock { $0.append("cancelled") } }
+        let next = try await Self.queuedTask(on: lock) { entered.withLock { $0.append("next") } }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        holder.open(0)
+        try await first.value
+        try await next.value
+        #expect(entered.withLock { $0 } == ["next"])
+    }
+
+    /// A task cancelled before it would wait for a held lock throws at once and is never queued.
+    @Test func aTaskCancelledBeforeItWaitsForTheLockThrowsAtOnce() async throws {
+        let lock = AsyncLock()
+        let holder = Gate()
+        let first = Task { try await lock.withLock { _ = try await holder.pass() } }
+        try await holder.arrived()
+        let entered = LockedState(false)
+        let cancelled = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await lock.withLock { entered.withLock { $0 = true } }
+        }
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        holder.open(0)
+        try await first.value
+        #expect(!entered.withLock { $0 })
+        try await lock.withLock {}  // released by its holder, not kept by the cancelled task
+    }
+
+    /// A cancellation racing the release that would hand the lock to the waiter: either the waiter
+    /// throws `CancellationError` without running its body, or it was handed the lock first and runs
+    /// it. Neither leaves the lock held.
+    @MainActor @Test func aCancellationRacingTheReleaseLosesNeitherTheLockNorTheWaiter() async throws {
+        for _ in 0..<200 {
+            let lock = AsyncLock()
+            let holder = Gate()
+            let ran = LockedState(false)
+            let first = Task { @MainActor in try await lock.withLock { _ = try await holder.pass() } }
+            try await holder.arrived()
+            let waiter = try await Self.queuedTask(on: lock) { ran.withLock { $0 = true } }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { holder.open(0) }
+                group.addTask { waiter.cancel() }
+            }
+            try await first.value
+            switch await waiter.result {
+            case .success:
+                #expect(ran.withLock { $0 })
+            case .failure(let error):
+                #expect(error is CancellationError)
+                #expect(!ran.withLock { $0 })
+            }
+            try await lock.withLock {}
+        }
     }
 
     @Test func theTaskOwnerAwaitsItsTasksAndStartsNothingAfterShutdown() async throws {

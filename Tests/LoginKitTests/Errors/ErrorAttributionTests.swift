@@ -4,18 +4,20 @@ import LoginKitMocks
 import LoginKitTestSupport
 import Testing
 
-/// Whose fault an error is decides its type: the caller's own configuration is a
-/// `ConfigurationError` (and nothing is sent), the provider's metadata a `ServerError`
+/// Whose fault an error is decides its type: the caller's own configuration is a `LoginError`
+/// `.invalidConfiguration` (and nothing is sent), the provider's metadata a `ServerError`
 /// `.misconfigured`. Either way the message names the setting as the library spells it, never a
 /// CLI flag. Every error carries where it was thrown.
 @Suite(.timeLimit(.minutes(3)))
 struct ErrorAttributionTests {
     static let alice = User.ID(rawValue: "alice")
 
-    /// What `api.logIn` throws, as a `ConfigurationError`; the test fails when it is anything else.
-    func configurationError(_ operation: () async throws -> Void) async throws -> ConfigurationError {
+    /// What `api.logIn` throws, as a configuration `LoginError`; the test fails when it is anything else.
+    func configurationError(_ operation: () async throws -> Void) async throws -> LoginError {
         let error = await thrown(operation)
-        return try #require(error as? ConfigurationError, "\(String(describing: error))")
+        let loginError = try #require(error as? LoginError, "\(String(describing: error))")
+        try #require([.invalidConfiguration, .verifierRequired].contains(loginError.code), "\(loginError)")
+        return loginError
     }
 
     func serverError(_ operation: () async throws -> Void) async throws -> ServerError {
@@ -31,7 +33,7 @@ struct ErrorAttributionTests {
         let transport = MockHTTPTransport()
         let api = OAuth2API(configuration: .init(issuer: "issuer.test", clientID: "cli"), transport: transport)
         let error = try await configurationError { _ = try await api.logIn(for: Self.alice, with: "pw") }
-        #expect(error.code == .invalidValue)
+        #expect(error.code == .invalidConfiguration)
         #expect(error.message.contains("OAuth2API.Configuration.issuer"))
         #expect(error.file.hasSuffix("TokenEndpoint.swift"))
         #expect(transport.requestCount == 0)
@@ -43,7 +45,7 @@ struct ErrorAttributionTests {
         configuration.usesDiscovery = false
         let api = OAuth2API(configuration: configuration, transport: transport)
         let error = try await configurationError { _ = try await api.logIn(for: Self.alice, with: "pw") }
-        #expect(error.code == .invalidValue)
+        #expect(error.code == .invalidConfiguration)
         #expect(error.message.contains("OAuth2API.Configuration.endpoints.token"))
         #expect(transport.requestCount == 0)
     }
@@ -55,7 +57,7 @@ struct ErrorAttributionTests {
         configuration.endpoints = OAuth2API.Endpoints(token: "/oauth/token")
         let api = OAuth2API(configuration: configuration, transport: transport)
         let error = try await configurationError { _ = try await api.logIn(for: Self.alice, with: "pw") }
-        #expect(error.code == .invalidValue)
+        #expect(error.code == .invalidConfiguration)
         #expect(error.message.contains("OAuth2API.Configuration.endpoints.token \"/oauth/token\""))
         #expect(transport.requestCount == 0)
     }
@@ -129,23 +131,50 @@ struct ErrorAttributionTests {
     @Test func everyErrorCarriesAnUnderlyingErrorAndWhereItWasThrown() {
         let cause = CancellationError()
         let policy = VersionPolicy(title: "t", message: "m", version: SemanticVersion(major: 2))
-        let login = LoginError(.invalidCredentials, "x", underlying: cause)
-        let server = ServerError(.unavailable, "x", underlying: cause)
-        let configuration = ConfigurationError(.invalidValue, "x", underlying: cause)
-        let store = TokenStoreError(.io, path: "/x", "x", underlying: cause)
-        let network = NetworkError(.other, "x", underlying: cause)
-        let inProgress = LoginInProgressError(underlying: cause)
-        let required = LoginRequiredError(.notLoggedIn, profile: nil, "x", underlying: cause)
-        let upgrade = UpgradeRequiredError(policy: policy, currentVersion: SemanticVersion(major: 1), underlying: cause)
-        let shapes: [(name: String, underlying: (any Error)?, file: String)] = [
-            ("LoginError", login.underlying, login.file), ("ServerError", server.underlying, server.file),
-            ("ConfigurationError", configuration.underlying, configuration.file), ("TokenStoreError", store.underlying, store.file),
-            ("NetworkError", network.underlying, network.file), ("LoginInProgressError", inProgress.underlying, inProgress.file),
-            ("LoginRequiredError", required.underlying, required.file), ("UpgradeRequiredError", upgrade.underlying, upgrade.file),
+        let errors: [any LoginKitError] = [
+            LoginError(.invalidCredentials, "x", underlying: cause),
+            LoginError(.invalidConfiguration, "x", underlying: cause),
+            LoginError(.loginInProgress, "x", underlying: cause),
+            LoginError(upgradeRequiredBy: policy, currentVersion: SemanticVersion(major: 1), underlying: cause),
+            ServerError(.unavailable, "x", underlying: cause),
+            TokenStoreError(.io, path: "/x", "x", underlying: cause),
+            NetworkError(.other, "x", underlying: cause),
+            LoginRequiredError(.notLoggedIn, profile: nil, "x", underlying: cause),
+            TokenVerificationError(.cryptoFailure, "x", underlying: cause),
         ]
-        for shape in shapes {
-            #expect(shape.underlying is CancellationError, "\(shape.name)")
-            #expect(shape.file.hasSuffix("ErrorAttributionTests.swift"), "\(shape.name)")
+        for error in errors {
+            #expect(error.underlying is CancellationError, "\(error)")
+            #expect(error.file.hasSuffix("ErrorAttributionTests.swift"), "\(error)")
         }
+    }
+
+    /// Whatever was interpolated, every error's message is one line without terminal escapes, and
+    /// its description is `TypeName(code): message`.
+    @Test func everyMessageIsOneLineAndEveryDescriptionNamesTheTypeAndCode() {
+        let hostile = "a\nb\u{1B}[2J"
+        let errors: [any LoginKitError] = [
+            LoginError(.invalidCredentials, hostile), ServerError(.unavailable, hostile),
+            TokenStoreError(.io, path: "/x", hostile), NetworkError(.other, hostile),
+            LoginRequiredError(.notLoggedIn, profile: nil, hostile), TokenVerificationError(.malformed, hostile),
+        ]
+        for error in errors {
+            #expect(!error.message.contains("\n") && !error.message.contains("\u{1B}"), "\(type(of: error))")
+        }
+        #expect(LoginError(.invalidScope, "x").description == "LoginError(invalidScope): x")
+        #expect(LoginRequiredError(.notLoggedIn, profile: nil, "x").description == "LoginRequiredError(notLoggedIn): x")
+        #expect(TokenStoreError(.corrupt, path: "/x", "x").description == "TokenStoreError(corrupt): x")
+    }
+
+    /// The version gate's refusal is a `LoginError` that carries the policy to show.
+    @Test func anUpgradeRequiredCarriesThePolicy() {
+        let policy = VersionPolicy(title: "t", message: "m", version: SemanticVersion(major: 2), url: "https://example.com/get")
+        let error = LoginError(upgradeRequiredBy: policy, currentVersion: SemanticVersion(major: 1))
+        #expect(error.code == .upgradeRequired)
+        #expect(error.upgradePolicy == policy)
+        #expect(error.currentVersion == SemanticVersion(major: 1))
+        #expect(error.message == "version 1.0.0 is below the minimum 2.0.0; get it at https://example.com/get")
+        #expect(!error.isProviderRejection && !error.isForgedResponse)
+        #expect(LoginError(.invalidCredentials, "x").isProviderRejection)
+        #expect(LoginError(.stateMismatch, "x").isForgedResponse && !LoginError(.stateMismatch, "x").isProviderRejection)
     }
 }

@@ -39,7 +39,7 @@ import Testing
             [("code", "c"), ("state", "other"), ("iss", issuer)], [("code", "c"), ("iss", issuer)],
             [("error", "access_denied"), ("state", "x")],
         ] {
-            let error = failure(of: request().outcome(ofCallbackQuery: query(pairs))) as? BrowserLoginError
+            let error = failure(of: request().outcome(ofCallbackQuery: query(pairs))) as? LoginError
             #expect(error?.code == .stateMismatch, "\(pairs)")
         }
     }
@@ -48,9 +48,9 @@ import Testing
         let other = failure(
             of: request().outcome(
                 ofCallbackQuery: query([("code", "c"), ("state", state), ("iss", "https://evil.example")])))
-        #expect((other as? BrowserLoginError)?.code == .issuerMismatch)
+        #expect((other as? LoginError)?.code == .issuerMismatch)
         let missing = failure(of: request().outcome(ofCallbackQuery: query([("code", "c"), ("state", state)])))
-        #expect((missing as? BrowserLoginError)?.code == .issuerMismatch)
+        #expect((missing as? LoginError)?.code == .issuerMismatch)
         guard
             case .code = request(requiresIssuer: false).outcome(
                 ofCallbackQuery: query([("code", "c"), ("state", state)]))
@@ -61,7 +61,7 @@ import Testing
         let wrongAnyway = failure(
             of: request(requiresIssuer: false).outcome(
                 ofCallbackQuery: query([("code", "c"), ("state", state), ("iss", "x")])))
-        #expect((wrongAnyway as? BrowserLoginError)?.code == .issuerMismatch)
+        #expect((wrongAnyway as? LoginError)?.code == .issuerMismatch)
     }
 
     @Test func providerErrorsMapToTheKitsErrors() {
@@ -120,16 +120,17 @@ import Testing
             "the-code", "http://127.0.0.1:9999/callback?code=c&state=\(state)", "http://localhost:8000/callback?code=c",
             "http://127.0.0.1:8000/other?code=c",
         ] {
-            #expect(throws: BrowserLoginError.self, "\(text)") {
+            let error = #expect(throws: LoginError.self, "\(text)") {
                 try PastedRedirect.authorizationCode(from: text, for: request())
             }
+            #expect(error?.code == .invalidRedirect, "\(text)")
         }
         let forged = "http://127.0.0.1:8000/callback?" + query([("code", "c"), ("state", "forged"), ("iss", issuer)])
-        let error = #expect(throws: BrowserLoginError.self) {
+        let error = #expect(throws: LoginError.self) {
             try PastedRedirect.authorizationCode(from: forged, for: request())
         }
         #expect(error?.code == .stateMismatch)
-        let empty = #expect(throws: BrowserLoginError.self) {
+        let empty = #expect(throws: LoginError.self) {
             try PastedRedirect.authorizationCode(from: "http://127.0.0.1:8000/callback", for: request())
         }
         #expect(empty?.code == .invalidRedirect)

@@ -23,6 +23,6 @@ import Testing
         String(repeating: "a", count: 42), String(repeating: "a", count: 129), String(repeating: "a", count: 42) + "+",
     ])
     func malformedVerifiersAreRefused(_ verifier: String) {
-        #expect(throws: ConfigurationError.self) { try PKCE(verifier: verifier) }
+        #expect((#expect(throws: LoginError.self) { try PKCE(verifier: verifier) })?.code == .invalidConfiguration)
     }
 }

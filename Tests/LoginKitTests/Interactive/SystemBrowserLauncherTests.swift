@@ -31,8 +31,8 @@ struct SystemBrowserLauncherTests {
 
     @Test func withoutBrowserVariableOrDisplayNoBrowserIsOpened() async {
         let error = await thrown { try await SystemBrowserLauncher(environment: ["PATH": "/usr/bin:/bin"]).open(url) }
-        #expect((error as? BrowserLoginError)?.code == .browserUnavailable)
-        #expect((error as? BrowserLoginError)?.message.contains("display") == true)
+        #expect((error as? LoginError)?.code == .browserUnavailable)
+        #expect((error as? LoginError)?.message.contains("display") == true)
     }
 
     @Test func theBrowserVariableIsTriedInOrderWithTheURLAndWithoutADisplay() async throws {
@@ -50,12 +50,12 @@ struct SystemBrowserLauncherTests {
             try await SystemBrowserLauncher(environment: ["BROWSER": "false:/nonexistent/browser", "DISPLAY": ":0"])
                 .open(url)
         }
-        #expect((error as? BrowserLoginError)?.code == .browserUnavailable)
-        #expect((error as? BrowserLoginError)?.message.contains("\"false\" exited with status 1") == true)
+        #expect((error as? LoginError)?.code == .browserUnavailable)
+        #expect((error as? LoginError)?.message.contains("\"false\" exited with status 1") == true)
     }
 
-    /// Before: the browser got the whole environment, `LOGINKIT_CLIENT_SECRET` and
-    /// `LOGINKIT_STORE_KEY` included, readable in its `/proc/PID/environ` for as long as it runs.
+    /// The browser's environment holds none of LoginKit's secrets (`LOGINKIT_CLIENT_SECRET`,
+    /// `LOGINKIT_STORE_KEY`), which would be readable in its `/proc/PID/environ` for as long as it runs.
     @Test func theBrowserGetsNoneOfLoginKitsSecrets() async throws {
         try await withTemporaryDirectory { directory in
             let output = directory + "/environment"
@@ -75,8 +75,8 @@ struct SystemBrowserLauncherTests {
         }
     }
 
-    /// Before: the command was looked up on the test process's own `PATH` (`posix_spawnp`), not on
-    /// the `PATH` of the environment the launcher was given.
+    /// The command is looked up on the `PATH` of the environment the launcher was given, not on the
+    /// calling process's own `PATH` (as `posix_spawnp` would).
     @Test func theBrowserCommandIsLookedUpOnTheGivenPath() async throws {
         try await withTemporaryDirectory { directory in
             let opened = directory + "/opened"
@@ -89,7 +89,7 @@ struct SystemBrowserLauncherTests {
             let error = await thrown {
                 try await SystemBrowserLauncher(environment: ["BROWSER": "my-browser", "PATH": "/usr/bin:/bin"]).open(url)
             }
-            #expect((error as? BrowserLoginError)?.code == .browserUnavailable)
+            #expect((error as? LoginError)?.code == .browserUnavailable)
         }
     }
 }

@@ -7,7 +7,7 @@ import Testing
 
 /// `AuthService` under concurrency, driven deterministically: `MockAuthAPI` holds each request until
 /// the test resumes it, `ManualClock` moves only when told, and the store is in memory. Each test
-/// reproduces a race an outside review found (issue 17), and failed (or hung) before its fix.
+/// sets up one race (the interleaving named in its name) and checks the rule that keeps it safe.
 @Suite(.timeLimit(.minutes(3)))
 struct AuthServiceRaceTests {
     func service(_ api: MockAuthAPI, _ store: any TokenStore, _ clock: ManualClock, revocationTimeout: Duration = .seconds(5)) -> AuthService {
@@ -297,7 +297,7 @@ struct AuthServiceRaceTests {
         #expect(api.refreshCallCount == 1)
     }
 
-    // MARK: From the review of the rewrite
+    // MARK: 3. Receipt times, logout, providers, deadlines, expiry
 
     @Test func refreshedCredentialsAreStampedOnReceipt() async throws {
         let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0, lifetime: 45))])
@@ -375,7 +375,7 @@ struct AuthServiceRaceTests {
         firstCall.resume(returning: Race.credentials(1, issuedAt: clock.now))
         await api.nextRevoke().resume(returning: ())  // the overtaken login revokes what it got
         _ = await thrown { try await first.value }
-        #expect(await thrown { try await service.logIn(for: User.ID(rawValue: "carol"), with: "pw3") } is LoginInProgressError)
+        #expect((await thrown { try await service.logIn(for: User.ID(rawValue: "carol"), with: "pw3") } as? LoginError)?.code == .loginInProgress)
         secondCall.resume(returning: Race.credentials(2, issuedAt: clock.now))
         #expect(try await second.value.id.rawValue == "bob")
         #expect(api.logInCallCount == 2)

@@ -5,7 +5,7 @@ import LoginKitMocks
 import LoginKitTestSupport
 import Testing
 
-/// The cached path of a token call (issue 18): `AuthService` serves the profile it served last,
+/// The cached path of a token call: `AuthService` serves the profile it served last,
 /// without entering its actor, only while the store's change stamp vouches for it, no logout has
 /// begun and the refresh decision says serve. Each test would be served a stale or logged-out
 /// token if one of those checks were missing.
@@ -100,24 +100,26 @@ struct CachedPathTests {
         }
     }
 
-    /// The mirror of the machine's epoch and logout phase that token calls read without a lock
-    /// follows a logout from its start to its end.
-    @Test func theLockFreeMirrorFollowsALogout() async throws {
+    /// The epoch and logout state that token calls read under the machine's lock, without the
+    /// actor, follow a logout from its start to its end.
+    @Test func tokenCallsSeeALogoutFromItsStartToItsEnd() async throws {
         let api = MockAuthAPI()
         let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0))])
         let service = AuthService(api: api, store: store, clock: ManualClock(start: Race.t0))
-        #expect(service.currentEpoch == 0)
-        #expect(service.mayHandOut(startedIn: 0))
+        func epoch() -> UInt64 { service.machine.withLock { $0.epoch } }
+        func mayHandOut(startedIn epoch: UInt64) -> Bool { service.machine.withLock { $0.mayHandOut(startedIn: epoch) } }
+        #expect(epoch() == 0)
+        #expect(mayHandOut(startedIn: 0))
         let logout = Task { await service.logOut() }
         let revoke = await api.nextRevoke()  // the logout has begun
-        #expect(!service.mayHandOut(startedIn: 0), "no hand-outs once a logout has begun")
-        #expect(!service.mayHandOut(startedIn: service.currentEpoch))
+        #expect(!mayHandOut(startedIn: 0), "no hand-outs once a logout has begun")
+        #expect(!mayHandOut(startedIn: epoch()))
         revoke.resume(returning: ())
         _ = await logout.value
-        let epoch = service.currentEpoch
-        #expect(epoch != 0, "the logout ended the epoch")
-        #expect(service.mayHandOut(startedIn: epoch))
-        #expect(!service.mayHandOut(startedIn: 0), "nothing from before the logout")
+        let after = epoch()
+        #expect(after != 0, "the logout ended the epoch")
+        #expect(mayHandOut(startedIn: after))
+        #expect(!mayHandOut(startedIn: 0), "nothing from before the logout")
         api.verify()
     }
 
@@ -287,8 +289,8 @@ struct SharedStoreReadTests {
     }
 
     /// The storm's late callers: a call that comes after the shared refresh saved is served what
-    /// it saved from the mirror (remembered under the stamp the save produced), without reading the
-    /// store again.
+    /// it saved from the cached path (remembered under the stamp the save produced), without
+    /// reading the store again.
     @Test func aCallAfterTheSharedRefreshIsServedWhatItSavedWithoutReadingTheStore() async throws {
         let store = CountingStore()
         try await store.base.save(Race.profile(Race.credentials(0, issuedAt: Date(timeIntervalSinceNow: -7200), lifetime: 3600)), as: "default")
@@ -301,11 +303,11 @@ struct SharedStoreReadTests {
         let readsAfterRefresh = store.readCount
         #expect(try await service.validAccessToken() == "access-1")
         #expect(try await service.validCredentials().refreshToken == "refresh-1")
-        #expect(store.readCount == readsAfterRefresh, "served from the mirror, not read again")
+        #expect(store.readCount == readsAfterRefresh, "served from the cached path, not read again")
         #expect(api.refreshCount == 1)
     }
 
-    /// Review finding: a call that waited for another call's store read must not be handed what a
+    /// A call that waited for another call's store read must not be handed what a
     /// logout and a new login put in the store meanwhile — it began before the logout.
     @Test func aCallThatWaitedForAnotherReadIsLoggedOutByALogoutMeanwhile() async throws {
         let store = GatedStore()

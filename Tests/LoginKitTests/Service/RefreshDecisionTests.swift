@@ -155,9 +155,6 @@ extension JSONDecoder {
     }
 }
 
-/// The mirror's record of the running refresh, which lets a storm's waiters join it without the
-/// actor's step: offered only under the stamp the remembered profile was read with, in the epoch
-/// the refresh started in, and never once a logout has begun or the refresh has ended.
 /// The dates the cached path decides on, read once from a profile: the same fallbacks as the
 /// profile-based decision (the profile's last write for a missing issue stamp, the access token's
 /// expiry for a missing ID-token expiry).
@@ -198,55 +195,5 @@ extension JSONDecoder {
             let now = Race.t0.addingTimeInterval(offset)
             #expect(decision.verdict(for: TokenTiming(profile), now: now) == decision.verdict(for: profile, now: now))
         }
-    }
-}
-
-@Suite struct ServedCredentialsRefreshTests {
-    let profile = Race.profile(Race.credentials(0, issuedAt: Race.t0))
-
-    /// `cached(ifStamp:)`, the cached path's one look, answers what the two looks it replaces
-    /// would: the remembered profile, and the running refresh offered with it.
-    func cachedAgrees(_ served: ServedCredentials, _ stamp: UInt64) -> Bool {
-        let cached = served.cached(ifStamp: stamp)
-        return cached?.remembered === served.remembered(ifStamp: stamp)
-            && cached?.refresh?.flight === served.runningRefresh(ifStamp: stamp)?.flight
-            && cached?.refresh?.epoch == served.runningRefresh(ifStamp: stamp)?.epoch
-    }
-
-    @Test func theRunningRefreshIsOfferedOnlyUnderTheRememberedStampAndEpoch() {
-        var machine = AuthStateMachine()
-        var served = ServedCredentials()
-        served.follow(machine)
-        let flight = Flight<SharedCredentials>()
-        #expect(served.runningRefresh(ifStamp: 7) == nil, "nothing remembered, nothing running")
-        #expect(cachedAgrees(served, 7))
-        served.remember(profile, stamp: 7, startedIn: machine.epoch)
-        #expect(served.runningRefresh(ifStamp: 7) == nil, "nothing running")
-        #expect(cachedAgrees(served, 7))
-        served.refreshStarted(flight, epoch: machine.epoch)
-        #expect(served.runningRefresh(ifStamp: 7)?.flight === flight)
-        #expect(cachedAgrees(served, 7))
-        #expect(served.runningRefresh(ifStamp: 8) == nil, "the store changed since: the actor reads it")
-        #expect(cachedAgrees(served, 8))
-        served.refreshEnded(Flight<SharedCredentials>())
-        #expect(served.runningRefresh(ifStamp: 7)?.flight === flight, "another flight's end changes nothing")
-        #expect(cachedAgrees(served, 7))
-        served.refreshEnded(flight)
-        #expect(served.runningRefresh(ifStamp: 7) == nil, "ended: no caller joins it after")
-        #expect(cachedAgrees(served, 7))
-
-        served.refreshStarted(flight, epoch: machine.epoch)
-        _ = machine.logoutRequested()
-        served.follow(machine)
-        #expect(served.runningRefresh(ifStamp: 7) == nil, "a logout has begun")
-        #expect(cachedAgrees(served, 7))
-        machine.logoutFinished()
-        served.follow(machine)
-        served.remember(profile, stamp: 9, startedIn: machine.epoch)
-        #expect(served.runningRefresh(ifStamp: 9) == nil, "the refresh of the old epoch is not offered in the new one")
-        #expect(cachedAgrees(served, 9))
-        served.refreshStarted(flight, epoch: machine.epoch &- 1)
-        #expect(served.runningRefresh(ifStamp: 9) == nil, "nor one that says it started in another epoch")
-        #expect(cachedAgrees(served, 9))
     }
 }

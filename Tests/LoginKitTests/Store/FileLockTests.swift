@@ -4,7 +4,7 @@ import LoginKitMocks
 import LoginKitTestSupport
 import Testing
 
-/// A stalled lock holder hangs nobody (issue 17): waits are bounded, cancellable, and name the holder.
+/// A stalled lock holder hangs nobody: waits are bounded, cancellable, and name the holder.
 @Suite(.timeLimit(.minutes(3)))
 struct FileLockTests {
     /// Holds the store's lock as another process would (`flock` on its own open file description).

@@ -3,7 +3,7 @@ import Foundation
 import LoginKitTestSupport
 import Testing
 
-/// The store keeps its lock file open between saves (issue 18): that must never let it lock a file
+/// The store keeps its lock file open between saves: that must never let it lock a file
 /// that other processes no longer lock.
 @Suite(.timeLimit(.minutes(3)))
 struct KeptLockFileTests {

@@ -28,7 +28,7 @@ struct StoreDirectoryTests {
     }
 
     /// `/tmp` itself (shared, sticky, root's): the advice is a private directory — never to
-    /// `chmod 700 /tmp` (what a store there used to suggest when run as root) or to change its owner.
+    /// `chmod 700 /tmp` (even when run as root) or to change its owner.
     @Test(.enabled(if: systemTemporaryDirectoryIsShared(), "needs a world-writable sticky /tmp"))
     func theSystemTemporaryDirectoryIsRefusedWithTheAdviceToUseAPrivateOne() async throws {
         let path = "/tmp/loginkit-test-\(UUID().uuidString).json"

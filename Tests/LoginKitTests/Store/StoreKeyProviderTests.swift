@@ -258,7 +258,7 @@ struct StoreKeyProviderTests {
         }
     }
 
-    /// Review finding: a long-lived process keeps the key in memory while its provider loses it
+    /// A long-lived process keeps the key in memory while its provider loses it
     /// (the kernel keyring's 3-day expiry, an item deleted): its next save must put it back, or
     /// the file it writes would open nowhere else.
     @Test func aSaveStoresTheKeyAgainWhenItsProviderLostIt() async throws {
@@ -275,7 +275,7 @@ struct StoreKeyProviderTests {
         }
     }
 
-    /// Review finding: the explicit key is the store's (from the environment it was given), not
+    /// The explicit key is the store's (from the environment it was given), not
     /// looked up again in the process environment when a new file is sealed.
     @Test func anExplicitKeyComesFromTheStoresEnvironment() async throws {
         try await withTemporaryDirectory { directory in
@@ -287,7 +287,7 @@ struct StoreKeyProviderTests {
         }
     }
 
-    /// Review finding: migrating a copy of another store's file must not delete that store's key.
+    /// Migrating a copy of another store's file must not delete that store's key.
     @Test func migratingACopiedFileLeavesTheOriginalsKey() async throws {
         try await withTemporaryDirectory { directory in
             let provider = MemoryKeyProvider()
@@ -299,7 +299,7 @@ struct StoreKeyProviderTests {
         }
     }
 
-    /// Review finding: a read that suspended on its key provider must not, when it resumes, leave
+    /// A read that suspended on its key provider must not, when it resumes, leave
     /// behind what it read — another process has since replaced the file (a migration that removed
     /// that key), and this process's next save would seal the new content with the removed key.
     @Test func aReadThatResumesLateDoesNotDecideTheNextSave() async throws {
@@ -329,7 +329,7 @@ struct StoreKeyProviderTests {
         }
     }
 
-    /// Review finding: a file whose key is really gone costs one look-up per read, not two (the
+    /// A file whose key is really gone costs one look-up per read, not two (the
     /// read again is only for a file that changed meanwhile).
     @Test func aLostKeyIsLookedUpOncePerRead() async throws {
         try await withTemporaryDirectory { directory in
@@ -344,7 +344,7 @@ struct StoreKeyProviderTests {
         }
     }
 
-    /// Review finding: a provider that cannot answer now (locked when idle) does not stop a save
+    /// A provider that cannot answer now (locked when idle) does not stop a save
     /// whose key this process already holds: the file on disk needs that same key anyway.
     @Test func aSaveGoesOnWhenTheProviderCannotAnswerButTheKeyIsKnown() async throws {
         try await withTemporaryDirectory { directory in

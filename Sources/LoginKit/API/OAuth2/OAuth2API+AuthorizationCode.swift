@@ -15,10 +15,10 @@ extension OAuth2API: AuthorizationCodeAPI {
     ///
     /// - Throws: `ServerError` `.misconfigured` when there is no authorization endpoint, the
     ///   discovered one is not `https` (loopback excepted), or the provider lists PKCE methods without
-    ///   `S256`; `ConfigurationError` `.invalidValue` for a configured authorization endpoint that is
+    ///   `S256`; `LoginError` `.invalidConfiguration` for a configured authorization endpoint that is
     ///   not `https` (loopback excepted) and for an extra parameter LoginKit sets itself;
-    ///   discovery's errors; `CryptoError` when the random generator fails.
-    public func authorizationRequest(redirectURI: String, options: AuthorizationOptions) async throws
+    ///   discovery's errors; `TokenVerificationError` `.cryptoFailure` when the random generator fails.
+    package func authorizationRequest(redirectURI: String, options: AuthorizationOptions) async throws
         -> AuthorizationRequest
     {
         let provider = try await self.metadata()
@@ -30,8 +30,8 @@ extension OAuth2API: AuthorizationCodeAPI {
         guard let parts = URLParts(endpoint), parts.scheme == "https" || parts.isLoopback else {
             let shown = TokenEndpoint.quoted(url: endpoint)
             if configuration.endpoints.authorization != nil {
-                throw ConfigurationError(
-                    .invalidValue, "OAuth2API.Configuration.endpoints.authorization \(shown) is not an https URL")
+                throw LoginError(
+                    .invalidConfiguration, "OAuth2API.Configuration.endpoints.authorization \(shown) is not an https URL")
             }
             throw ServerError(.misconfigured, "\(host)'s authorization_endpoint \(shown) is not an https URL")
         }
@@ -39,8 +39,8 @@ extension OAuth2API: AuthorizationCodeAPI {
             throw ServerError(.misconfigured, "\(host) does not offer PKCE with S256, which LoginKit always uses")
         }
         for (name, _) in options.extraParameters where Self.reservedAuthorizationParameters.contains(name) {
-            throw ConfigurationError(
-                .invalidValue,
+            throw LoginError(
+                .invalidConfiguration,
                 "the authorization parameter \"\(printableExcerpt(name))\" is set by LoginKit itself; remove it from extraParameters"
             )
         }
@@ -77,7 +77,7 @@ extension OAuth2API: AuthorizationCodeAPI {
     /// - Throws: `LoginError` `.invalidCredentials` (provider error `invalid_grant`) when the provider
     ///   refuses the code: expired, used already, or the verifier does not match;
     ///   `TokenVerificationError` `.nonceMismatch`; the token endpoint's other errors.
-    public func exchangeCode(_ code: String, for request: AuthorizationRequest) async throws -> Credentials {
+    package func exchangeCode(_ code: String, for request: AuthorizationRequest) async throws -> Credentials {
         var credentials: Credentials
         do {
             credentials = try await tokenRequest(

@@ -5,9 +5,9 @@ extension OAuth2API {
     /// The method this API authenticates with, once discovery is known: the configured one, or for
     /// `.automatic` the one chosen from the configuration and the provider's metadata.
     ///
-    /// - Throws: what ``metadata()`` throws, and `ConfigurationError` `.invalidValue` when the
+    /// - Throws: what ``metadata()`` throws, and `LoginError` `.invalidConfiguration` when the
     ///   configured method lacks what it needs (a key for `private_key_jwt`, a secret for the others).
-    public func clientAuthenticationMethodInUse() async throws -> ClientAuthenticationMethod {
+    package func clientAuthenticationMethodInUse() async throws -> ClientAuthenticationMethod {
         try Self.method(for: configuration, supported: await metadata().tokenEndpointAuthMethodsSupported) ?? .automatic
     }
 
@@ -17,14 +17,14 @@ extension OAuth2API {
         switch method {
         case .privateKeyJWT:
             guard configuration.clientAssertionKey != nil else {
-                throw ConfigurationError(
-                    .invalidValue, "OAuth2API.Configuration.clientAuthenticationMethod is private_key_jwt but clientAssertionKey is not set")
+                throw LoginError(
+                    .invalidConfiguration, "OAuth2API.Configuration.clientAuthenticationMethod is private_key_jwt but clientAssertionKey is not set")
             }
             return method
         case .basic, .post, .clientSecretJWT:
             guard configuration.clientSecret != nil else {
-                throw ConfigurationError(
-                    .invalidValue, "OAuth2API.Configuration.clientAuthenticationMethod is \(method.rawValue) but clientSecret is not set")
+                throw LoginError(
+                    .invalidConfiguration, "OAuth2API.Configuration.clientAuthenticationMethod is \(method.rawValue) but clientSecret is not set")
             }
             return method
         case .automatic:
@@ -69,7 +69,7 @@ extension OAuth2API {
             do {
                 signer = try ClientAssertionSigner.clientSecret(secret)
             } catch {
-                throw ConfigurationError(.invalidValue, "OAuth2API.Configuration.clientSecret cannot sign: \(error.message)", underlying: error)
+                throw LoginError(.invalidConfiguration, "OAuth2API.Configuration.clientSecret cannot sign: \(error.message)", underlying: error)
             }
             return try assertion(signer)
         case (.post, let secret?, _):

@@ -39,7 +39,7 @@ extension OAuth2API {
     /// it lists none (`nil` or empty). Asking for a scope the provider does not offer gets the whole
     /// login refused (`invalid_scope`), which `openid profile offline_access` did with providers
     /// that, like Google, offer no `offline_access`.
-    public static func defaultScope(supported: [String]?) -> String {
+    package static func defaultScope(supported: [String]?) -> String {
         let optional = ["profile", "email", "offline_access"]
         guard let supported, !supported.isEmpty else { return (["openid"] + optional).joined(separator: " ") }
         let offered = Set(supported)
@@ -52,7 +52,7 @@ extension OAuth2API.Metadata {
     /// explicit endpoints winning over it.
     ///
     /// - Throws: `ServerError` `.misconfigured` when the discovery document has no token endpoint
-    ///   and none is configured; `ConfigurationError` `.invalidValue` when discovery is off and no
+    ///   and none is configured; `LoginError` `.invalidConfiguration` when discovery is off and no
     ///   token endpoint is configured.
     init(document: [String: JSONValue], configuration: OAuth2API.Configuration, host: String) throws {
         let explicit = configuration.endpoints
@@ -60,8 +60,8 @@ extension OAuth2API.Metadata {
         func strings(_ name: String) -> [String]? { document[name]?.arrayValue?.compactMap(\.stringValue) }
         guard let tokenEndpoint = explicit.token ?? string("token_endpoint") else {
             guard configuration.usesDiscovery else {
-                throw ConfigurationError(
-                    .invalidValue,
+                throw LoginError(
+                    .invalidConfiguration,
                     "OAuth2API.Configuration.usesDiscovery is false and no token endpoint is configured; set OAuth2API.Configuration.endpoints.token"
                 )
             }

@@ -80,11 +80,11 @@ extension OAuth2API {
     ///
     /// - Throws: `LoginError` `.invalidTarget` (`invalid_target`), `.subjectTokenRejected`
     ///   (`invalid_grant`), `.invalidScope`, `.invalidClient`, `.unauthorizedClient`;
-    ///   `ConfigurationError` `.invalidValue` for a malformed target; `ServerError` for a response
+    ///   `LoginError` `.invalidConfiguration` for a malformed target; `ServerError` for a response
     ///   without `access_token` or `issued_token_type`; `NetworkError`.
     public func exchangeToken(_ request: TokenExchangeRequest) async throws -> ExchangedToken {
         try request.target.validate()
-        guard !request.subjectToken.isEmpty else { throw ConfigurationError(.invalidValue, "the subject token is empty") }
+        guard !request.subjectToken.isEmpty else { throw LoginError(.invalidConfiguration, "the subject token is empty") }
         var fields: [(String, String)] = [
             ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
             ("subject_token", request.subjectToken), ("subject_token_type", request.subjectTokenType),
@@ -126,11 +126,11 @@ extension OAuth2API {
 /// cached.
 public final class TokenExchanger: Sendable {
     /// The API that exchanges.
-    public let api: OAuth2API
+    package let api: OAuth2API
     /// How long before expiry a cached result stops being served. Default 60 s (at most half its lifetime).
-    public let margin: Duration
+    package let margin: Duration
     /// The most results kept.
-    public let capacity: Int
+    package let capacity: Int
     private let clock: any AuthClock
     private struct Cache {
         var entries: [String: (token: ExchangedToken, stored: UInt64)] = [:]

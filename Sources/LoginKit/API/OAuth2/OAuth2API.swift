@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
 public import LoginKitHTTP
 import LoginKitJOSE
@@ -16,8 +16,9 @@ import LoginKitJOSE
 /// against the provider's `jwks_uri` before they are returned. A token response without an ID token
 /// is valid (the ID token is then unavailable, the access token usable).
 ///
-/// Concurrency contract: `Sendable`; share one instance. Discovery is fetched once (single flight).
-public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
+/// Concurrency contract: `Sendable`; share one instance. Discovery is fetched once, however many
+/// callers ask at the same time.
+public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, PrefersTaskExecutor {
     /// Issuer, client and what to ask for.
     public struct Configuration: Sendable {
         /// The issuer URL; discovery is fetched from it.
@@ -90,49 +91,56 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     }
 
     /// The provider metadata LoginKit uses.
-    public struct Metadata: Sendable {
+    package struct Metadata: Sendable {
         /// The issuer, as configured and as the discovery document confirmed.
-        public let issuer: String
+        package let issuer: String
         /// `token_endpoint`.
-        public let tokenEndpoint: String
+        package let tokenEndpoint: String
         /// `jwks_uri`, when published.
-        public let jwksURI: String?
+        package let jwksURI: String?
         /// `device_authorization_endpoint`, when offered.
-        public let deviceAuthorizationEndpoint: String?
+        package let deviceAuthorizationEndpoint: String?
         /// `revocation_endpoint`, when offered.
-        public let revocationEndpoint: String?
+        package let revocationEndpoint: String?
         /// `authorization_endpoint`, when offered (browser login).
-        public internal(set) var authorizationEndpoint: String? = nil
+        package internal(set) var authorizationEndpoint: String? = nil
         /// `userinfo_endpoint`, when offered.
-        public internal(set) var userinfoEndpoint: String? = nil
+        package internal(set) var userinfoEndpoint: String? = nil
         /// `scopes_supported`, when listed (see ``OAuth2API/defaultScope(supported:)``).
-        public internal(set) var scopesSupported: [String]? = nil
+        package internal(set) var scopesSupported: [String]? = nil
         /// `code_challenge_methods_supported`, when listed.
-        public internal(set) var codeChallengeMethodsSupported: [String]? = nil
+        package internal(set) var codeChallengeMethodsSupported: [String]? = nil
         /// `authorization_response_iss_parameter_supported` (RFC 9207): authorization responses carry `iss`.
-        public internal(set) var authorizationResponseIssParameterSupported = false
+        package internal(set) var authorizationResponseIssParameterSupported = false
         /// `token_endpoint_auth_methods_supported`, when listed.
-        public internal(set) var tokenEndpointAuthMethodsSupported: [String]? = nil
+        package internal(set) var tokenEndpointAuthMethodsSupported: [String]? = nil
     }
 
     /// The configuration.
-    public let configuration: Configuration
+    package let configuration: Configuration
     let endpoint: TokenEndpoint
     private let transport: any HTTPTransport
-
-    /// The transport's executor (`HTTPTransport.preferredTaskExecutor`): `AuthService` runs its
-    /// shared refresh there.
-    public var preferredTaskExecutor: (any TaskExecutor)? { endpoint.transport.preferredTaskExecutor }
     let now: @Sendable () -> Date
     private let metadataLoader: MetadataLoader
 
-    /// An API for `configuration`'s issuer over `transport`; `now` dates expiries and checks ID tokens.
-    public init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// An API for `configuration`'s issuer over `transport`.
+    public convenience init(configuration: Configuration, transport: any HTTPTransport) {
+        self.init(configuration: configuration, transport: transport, now: { Date() })
+    }
+
+    /// An API whose expiries and ID-token checks take the time from `now`.
+    package init(configuration: Configuration, transport: any HTTPTransport, now: @escaping @Sendable () -> Date) {
         self.configuration = configuration
         self.transport = transport
         self.endpoint = TokenEndpoint(transport: transport)
         self.now = now
         self.metadataLoader = MetadataLoader()
+    }
+
+    /// The transport's executor (`PrefersTaskExecutor`), if it has one: `AuthService` runs its
+    /// shared refresh there.
+    package var preferredTaskExecutor: (any TaskExecutor)? {
+        (endpoint.transport as? any PrefersTaskExecutor)?.preferredTaskExecutor
     }
 
     public var source: CredentialSource {
@@ -152,9 +160,9 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     /// The provider's metadata, fetched on first use.
     ///
     /// - Throws: `ServerError` (`.misconfigured` for an issuer mismatch or no advertised token
-    ///   endpoint), `ConfigurationError` `.invalidValue` (an issuer that is not an absolute http(s) URL,
+    ///   endpoint), `LoginError` `.invalidConfiguration` (an issuer that is not an absolute http(s) URL,
     ///   discovery off without `endpoints.token`), `NetworkError`.
-    public func metadata() async throws -> Metadata {
+    package func metadata() async throws -> Metadata {
         try await loaded().metadata
     }
 
@@ -215,7 +223,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         )
         // A provider with no JWKS (OAuth2-only) that sends a new ID token anyway: nothing can verify it.
         if configuration.verifiesIDTokens, verifier == nil, let idToken = credentials.idToken, idToken != previous?.idToken {
-            throw ConfigurationError(
+            throw LoginError(
                 .verifierRequired,
                 "\(host) sent an ID token but publishes no jwks_uri to verify it with; set OAuth2API.Configuration.endpoints.jwks, or OAuth2API.Configuration.verifiesIDTokens = false"
             )
@@ -246,7 +254,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
     /// Credentials for the client itself, for `target`'s resources, audience and scope (the
     /// configuration's scope when the target names none).
     ///
-    /// - Throws: `ConfigurationError` `.invalidValue` for a resource that is not an absolute URI
+    /// - Throws: `LoginError` `.invalidConfiguration` for a resource that is not an absolute URI
     ///   without a fragment; `LoginError` `.invalidTarget` when the provider refuses the target,
     ///   and what the other grants throw.
     public func clientCredentials(for target: TokenTarget) async throws -> Credentials {
@@ -280,7 +288,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
 
     // MARK: Device authorization (RFC 8628)
 
-    public func startDeviceAuthorization(scope: String? = nil) async throws -> DeviceAuthorization {
+    package func startDeviceAuthorization(scope: String? = nil) async throws -> DeviceAuthorization {
         let metadata = try await metadata()
         guard let url = metadata.deviceAuthorizationEndpoint else {
             throw ServerError(
@@ -310,7 +318,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI {
         )
     }
 
-    public func pollDeviceAuthorization(_ authorization: DeviceAuthorization) async throws -> DevicePollResult {
+    package func pollDeviceAuthorization(_ authorization: DeviceAuthorization) async throws -> DevicePollResult {
         do {
             return .authorized(try await tokenRequest(
                 [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", authorization.deviceCode)],

@@ -26,7 +26,7 @@ struct TokenEndpoint: Sendable {
     /// Where a URL comes from, which decides whose fault a malformed one is.
     enum URLOrigin {
         /// A setting of the caller's configuration, named as the caller writes it
-        /// (`OAuth2API.Configuration.issuer`): a malformed URL is a `ConfigurationError`.
+        /// (`OAuth2API.Configuration.issuer`): a malformed URL is a `LoginError` `.invalidConfiguration`.
         case configuration(String)
         /// The provider's metadata, named with its host (`example.com's token_endpoint`): a
         /// malformed URL is a `ServerError` `.misconfigured`.
@@ -63,7 +63,7 @@ struct TokenEndpoint: Sendable {
     /// Sends a request and parses the body as JSON when it is JSON; never throws for a status.
     ///
     /// - Throws: when `url` is not an absolute http(s) URL, nothing is sent and the error depends on
-    ///   `origin`: `ConfigurationError` `.invalidValue` for the caller's setting, `ServerError`
+    ///   `origin`: `LoginError` `.invalidConfiguration` for the caller's setting, `ServerError`
     ///   `.misconfigured` for the provider's metadata; otherwise the transport's errors.
     func send(
         _ url: String, origin: URLOrigin, method: HTTPRequest.Method, headers: HTTPFields, body: Data?
@@ -71,7 +71,7 @@ struct TokenEndpoint: Sendable {
         guard let request = HTTPRequest(method: method, url: url, headerFields: headers) else {
             switch origin {
             case .configuration(let setting):
-                throw ConfigurationError(.invalidValue, "\(setting) \(Self.quoted(url: url)) is not an absolute http(s) URL")
+                throw LoginError(.invalidConfiguration, "\(setting) \(Self.quoted(url: url)) is not an absolute http(s) URL")
             case .provider(let field):
                 throw ServerError(.misconfigured, "\(field) \(Self.quoted(url: url)) is not an absolute http(s) URL")
             }
@@ -149,7 +149,7 @@ struct TokenEndpoint: Sendable {
     static func oauthError(_ json: JSONValue?) -> OAuthErrorBody? {
         guard let error = json?["error"]?.stringValue else { return nil }
         // Both end up in messages and logs: printable and short, so that a hostile server cannot
-        // forge log lines with newlines (found by fuzz-token-response). RFC 6749 §5.2 allows only
+        // forge log lines with newlines (fuzz-token-response checks it). RFC 6749 §5.2 allows only
         // printable ASCII in both anyway.
         return OAuthErrorBody(error: printable(error, limit: 64), description: json?["error_description"]?.stringValue.map { printable($0, limit: 200) })
     }

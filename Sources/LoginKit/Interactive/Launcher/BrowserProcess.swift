@@ -23,11 +23,11 @@ enum BrowserProcess {
 
     /// Starts `arguments` (the first is looked up on `PATH`) with `environment`.
     ///
-    /// - Throws: `BrowserLoginError` `.browserUnavailable` when it cannot be started (not found, not
+    /// - Throws: `LoginError` `.browserUnavailable` when it cannot be started (not found, not
     ///   executable) or on a platform where LoginKit does not start browsers.
     static func start(_ arguments: [String], environment: [String: String], streams: Streams) throws -> ChildExit {
         guard let name = arguments.first else {
-            throw BrowserLoginError(.browserUnavailable, "the browser command is empty")
+            throw LoginError(.browserUnavailable, "the browser command is empty")
         }
         #if canImport(Glibc)
             let child: pid_t
@@ -39,7 +39,7 @@ enum BrowserProcess {
                     standardError: streams == .detached ? .null : .inherit,
                     newProcessGroup: streams == .detached)
             } catch {
-                throw BrowserLoginError(
+                throw LoginError(
                     .browserUnavailable, "could not start \"\(printableExcerpt(name))\": \(error.message)")
             }
             let childExit = ChildExit()
@@ -55,7 +55,7 @@ enum BrowserProcess {
             if !reaping { childExit.record(0) }  // no thread: the child stays a zombie until the process ends
             return childExit
         #else
-            throw BrowserLoginError(
+            throw LoginError(
                 .browserUnavailable, "LoginKit starts browsers on Linux only; open the URL yourself")
         #endif
     }

@@ -24,7 +24,7 @@ public struct SystemBrowserLauncher: BrowserLauncher {
     /// The environment consulted (`BROWSER`, `DISPLAY`, `WAYLAND_DISPLAY`, `SSH_*`, `PATH`: the
     /// browser command is looked up there) and handed to the browser, less LoginKit's secrets
     /// (`LOGINKIT_CLIENT_SECRET`, `LOGINKIT_STORE_KEY`).
-    public let environment: [String: String]
+    package let environment: [String: String]
 
     /// A launcher for `environment`; `nil` takes the process's own.
     public init(environment: [String: String]? = nil) {
@@ -33,7 +33,7 @@ public struct SystemBrowserLauncher: BrowserLauncher {
 
     /// Opens `url`; returns when the command exited with status 0.
     ///
-    /// - Throws: `BrowserLoginError` `.browserUnavailable` when no browser can be opened (the reason
+    /// - Throws: `LoginError` `.browserUnavailable` when no browser can be opened (the reason
     ///   says why); `CancellationError` when cancelled while a browser runs (it is left running).
     public func open(_ url: String) async throws {
         if let variable = environment["BROWSER"], !variable.allSatisfy(\.isWhitespace) {
@@ -45,20 +45,20 @@ public struct SystemBrowserLauncher: BrowserLauncher {
                         .status()
                     if status == 0 { return }
                     failures.append("\"\(name)\" exited with status \(status)")
-                } catch let error as BrowserLoginError {
+                } catch let error as LoginError where error.code == .browserUnavailable {
                     failures.append(error.message)
                 }
             }
-            throw BrowserLoginError(
+            throw LoginError(
                 .browserUnavailable, "no command in $BROWSER opened the page (\(failures.joined(separator: "; ")))")
         }
         if let reason = Self.noDisplayReason(environment) {
-            throw BrowserLoginError(.browserUnavailable, reason)
+            throw LoginError(.browserUnavailable, reason)
         }
         let status = try await BrowserProcess.start(["xdg-open", url], environment: environment, streams: .detached)
             .status()
         guard status == 0 else {
-            throw BrowserLoginError(.browserUnavailable, "xdg-open could not open the page (exit status \(status))")
+            throw LoginError(.browserUnavailable, "xdg-open could not open the page (exit status \(status))")
         }
     }
 

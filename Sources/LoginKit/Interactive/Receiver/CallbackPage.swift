@@ -26,7 +26,7 @@ package enum CallbackPage {
             return ReceiverReply(status: 400, page: notASignInResponse)
         case .code(let code):
             return ReceiverReply(status: 200, page: signedIn, outcome: .success(code))
-        case .failed(let error as BrowserLoginError) where error.isForgedResponse:
+        case .failed(let error as LoginError) where error.isForgedResponse:
             return ReceiverReply(status: 400, page: foreignResponse, outcome: .failure(error))
         case .failed(let error as LoginError) where error.code == .accessDenied:
             return ReceiverReply(status: 200, page: denied, outcome: .failure(error))

@@ -5,12 +5,12 @@ import LoginKitHTTP
 /// the receiver takes the first it can bind.
 public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// The IP address, without brackets (`127.0.0.1`, `::1`), or `localhost`.
-    public var host: String
+    package var host: String
     /// The port; `0` lets the system pick a free one.
-    public var port: Int
+    package var port: Int
 
     /// `127.0.0.1`, any free port: the default.
-    public static let loopback = ListenAddress()
+    package static let loopback = ListenAddress()
 
     /// Listen on `host` (an IP address or `localhost`) at `port`, 0 for any free one.
     public init(host: String = "127.0.0.1", port: Int = 0) {
@@ -20,7 +20,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses `HOST:PORT`: `127.0.0.1:8000`, `[::1]:8000`, `localhost:0`. `nil` for anything else
     /// (no port, a port outside 0…65535, an empty host).
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let host: Substring
         let portText: Substring
         if text.hasPrefix("[") {
@@ -42,7 +42,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether the host is a loopback address (`127.0.0.0/8`, `::1`, `localhost`).
-    public var isLoopback: Bool {
+    package var isLoopback: Bool {
         URLParts("http://\(bracketedHost)/")?.isLoopback ?? false
     }
 

@@ -62,7 +62,7 @@ final class ReceiverLoop {
                 let code = errno
                 if code == EINTR { continue }
                 return .failure(
-                    BrowserLoginError(
+                    LoginError(
                         .cannotListen, "waiting for the browser's redirect failed: \(systemErrorMessage(code))"))
             }
             if descriptors[0].revents != 0 { return nil }

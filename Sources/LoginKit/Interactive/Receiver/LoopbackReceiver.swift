@@ -51,15 +51,15 @@ package final class LoopbackReceiver: Sendable {
 
     /// Binds the first of `addresses` that works (`127.0.0.1`, any free port, when empty).
     ///
-    /// - Throws: `ConfigurationError` for a non-loopback address unless `allowsNonLoopback`;
-    ///   `BrowserLoginError` `.cannotListen` when nothing can be bound.
+    /// - Throws: `LoginError` `.invalidConfiguration` for a non-loopback address unless `allowsNonLoopback`;
+    ///   `LoginError` `.cannotListen` when nothing can be bound.
     package init(addresses: [ListenAddress] = [], allowsNonLoopback: Bool = false) throws {
         let bound = try LoopbackSocket.listen(on: addresses, allowsNonLoopback: allowsNonLoopback)
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else {
             let code = errno
             closeDescriptor(bound.descriptor)
-            throw BrowserLoginError(
+            throw LoginError(
                 .cannotListen, "could not create the receiver's wake-up pipe: \(systemErrorMessage(code))")
         }
         for end in ends {
@@ -87,7 +87,7 @@ package final class LoopbackReceiver: Sendable {
     /// the listening socket and every connection are closed and ``result()`` returns that outcome.
     ///
     /// - Throws: `CancellationError` when the receiver was closed or already started;
-    ///   `BrowserLoginError` `.cannotListen` when no thread can be started.
+    ///   `LoginError` `.cannotListen` when no thread can be started.
     package func start(path: String, decide: @escaping @Sendable (String) -> ReceiverReply) throws {
         let starts = state.withLock { state -> Bool in
             guard !state.closed, !state.started else { return false }
@@ -102,7 +102,7 @@ package final class LoopbackReceiver: Sendable {
             self.finish(with: outcome ?? .failure(CancellationError()))
         }
         if !started {
-            let error = BrowserLoginError(.cannotListen, "could not start the redirect receiver's thread")
+            let error = LoginError(.cannotListen, "could not start the redirect receiver's thread")
             finish(with: .failure(error))
             throw error
         }
@@ -112,7 +112,7 @@ package final class LoopbackReceiver: Sendable {
     /// error.
     ///
     /// - Throws: the outcome's error; `CancellationError` when the task is cancelled (which closes
-    ///   the receiver), the receiver was closed or never started; `BrowserLoginError` `.cannotListen`
+    ///   the receiver), the receiver was closed or never started; `LoginError` `.cannotListen`
     ///   when waiting itself failed.
     package func result() async throws -> String {
         try await withTaskCancellationHandler {

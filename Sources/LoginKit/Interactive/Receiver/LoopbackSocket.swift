@@ -21,15 +21,15 @@ enum LoopbackSocket {
     /// A listening, non-blocking, close-on-exec socket on the first of `addresses` that can be bound
     /// (`127.0.0.1`, any free port, when `addresses` is empty).
     ///
-    /// - Throws: `ConfigurationError` `.invalidValue` for a non-loopback address unless
-    ///   `allowsNonLoopback`; `BrowserLoginError` `.cannotListen` when none can be bound.
+    /// - Throws: `LoginError` `.invalidConfiguration` for a non-loopback address unless
+    ///   `allowsNonLoopback`; `LoginError` `.cannotListen` when none can be bound.
     static func listen(on addresses: [ListenAddress], allowsNonLoopback: Bool) throws -> (
         descriptor: Int32, host: String, port: Int
     ) {
         let candidates = addresses.isEmpty ? [ListenAddress.loopback] : addresses
         for address in candidates where !allowsNonLoopback && !address.isLoopback {
-            throw ConfigurationError(
-                .invalidValue,
+            throw LoginError(
+                .invalidConfiguration,
                 "the redirect receiver listens on loopback addresses only, and \(address) is not one; set allowsNonLoopbackListener to listen there"
             )
         }
@@ -41,16 +41,16 @@ enum LoopbackSocket {
                 failures.append(error.message)
             }
         }
-        throw BrowserLoginError(
+        throw LoginError(
             .cannotListen, "could not listen for the browser's redirect: " + failures.joined(separator: "; "))
     }
 
-    private static func bindAndListen(_ address: ListenAddress) throws(BrowserLoginError) -> (
+    private static func bindAndListen(_ address: ListenAddress) throws(LoginError) -> (
         descriptor: Int32, host: String, port: Int
     ) {
         let host = address.host == "localhost" ? "127.0.0.1" : address.host
         guard (0...65535).contains(address.port) else {
-            throw BrowserLoginError(.cannotListen, "\(address): the port is not 0…65535")
+            throw LoginError(.cannotListen, "\(address): the port is not 0…65535")
         }
         var ipv4 = in_addr()
         var ipv6 = in6_addr()
@@ -60,11 +60,11 @@ enum LoopbackSocket {
         } else if inet_pton(AF_INET6, host, &ipv6) == 1 {
             family = AF_INET6
         } else {
-            throw BrowserLoginError(.cannotListen, "\(address): not an IP address")
+            throw LoginError(.cannotListen, "\(address): not an IP address")
         }
         let descriptor = socket(family, streamSocketType, 0)
         guard descriptor >= 0 else {
-            throw BrowserLoginError(.cannotListen, "\(address): \(systemErrorMessage(errno))")
+            throw LoginError(.cannotListen, "\(address): \(systemErrorMessage(errno))")
         }
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
         var one: Int32 = 1
@@ -91,12 +91,12 @@ enum LoopbackSocket {
         guard result == 0 else {
             let code = errno
             closeDescriptor(descriptor)
-            throw BrowserLoginError(.cannotListen, "\(address): \(systemErrorMessage(code))")
+            throw LoginError(.cannotListen, "\(address): \(systemErrorMessage(code))")
         }
         guard startListening(descriptor) == 0, let chosenPort = boundPort(of: descriptor, family: family) else {
             let code = errno
             closeDescriptor(descriptor)
-            throw BrowserLoginError(.cannotListen, "\(address): \(systemErrorMessage(code))")
+            throw LoginError(.cannotListen, "\(address): \(systemErrorMessage(code))")
         }
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         return (descriptor, host, chosenPort)

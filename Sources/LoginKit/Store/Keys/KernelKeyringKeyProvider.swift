@@ -1,5 +1,5 @@
 import CKeyring
-public import LoginKitJOSE
+import LoginKitJOSE
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -17,20 +17,20 @@ import Musl
 /// default) get `EPERM` at once: ``availability()`` says so without waiting.
 ///
 /// Concurrency contract: the system calls do not block (no upcalls are made); safe from any task.
-public struct KernelKeyringKeyProvider: StoreKeyProvider {
-    public let name = "kernel-keyring"
+package struct KernelKeyringKeyProvider: StoreKeyProvider {
+    package let name = "kernel-keyring"
 
     /// The provider; it holds no state (the kernel does).
-    public init() {}
+    package init() {}
 
-    public func availability() async -> StoreKeyAvailability {
+    package func availability() async -> StoreKeyAvailability {
         switch persistentKeyring() {
         case .success: return .available("survives logout, not reboot")
         case .failure(let error): return .unavailable(error.message)
         }
     }
 
-    public func key(id: String) async throws -> SymmetricKey? {
+    package func key(id: String) async throws -> SymmetricKey? {
         let keyring = try persistentKeyring().get()
         let serial = try search(id, in: keyring)
         guard let serial else { return nil }
@@ -50,13 +50,13 @@ public struct KernelKeyringKeyProvider: StoreKeyProvider {
         return key
     }
 
-    public func store(_ key: SymmetricKey, id: String, label: String) async throws {
+    package func store(_ key: SymmetricKey, id: String, label: String) async throws {
         let keyring = try persistentKeyring().get()
         let serial = key.bytes.withUnsafeBytes { loginkit_keyctl_add(Self.description(id), $0.baseAddress, $0.count, keyring) }
         guard serial >= 0 else { throw failure("storing key \(Self.description(id))", code: Int32(-serial)) }
     }
 
-    public func removeKey(id: String) async throws {
+    package func removeKey(id: String) async throws {
         let keyring = try persistentKeyring().get()
         guard let serial = try search(id, in: keyring) else { return }
         let result = loginkit_keyctl_invalidate(serial)

@@ -5,7 +5,7 @@ import Foundation
 #endif
 import CKeyring
 import LoginKitHTTP
-public import LoginKitJOSE
+import LoginKitJOSE
 
 /// Keeps store keys in the freedesktop Secret Service (GNOME Keyring, KWallet, KeePassXC): an item
 /// with the attributes `application=loginkit`, `key-id=<id>` in the default collection.
@@ -26,17 +26,17 @@ public import LoginKitJOSE
 /// in clear.
 ///
 /// Concurrency contract: safe from any task; calls run on their own threads.
-public struct SecretServiceKeyProvider: StoreKeyProvider {
-    public let name = "secret-service"
+package struct SecretServiceKeyProvider: StoreKeyProvider {
+    package let name = "secret-service"
     /// The longest a call waits for the service.
-    public var timeout: Duration
+    package var timeout: Duration
 
     /// The provider, on the session bus of the process environment.
-    public init(timeout: Duration = .seconds(2)) {
+    package init(timeout: Duration = .seconds(2)) {
         self.timeout = timeout
     }
 
-    public func availability() async -> StoreKeyAvailability {
+    package func availability() async -> StoreKeyAvailability {
         if let reason = noBusReason() { return .unavailable(reason) }
         let outcome = await call { operation, error in
             var provider: UnsafeMutablePointer<CChar>?
@@ -50,7 +50,7 @@ public struct SecretServiceKeyProvider: StoreKeyProvider {
         }
     }
 
-    public func key(id: String) async throws -> SymmetricKey? {
+    package func key(id: String) async throws -> SymmetricKey? {
         if let reason = noBusReason() { throw TokenStoreError(.unavailable, path: name, reason) }
         let text = try await call { operation, error in
             var secret: UnsafeMutablePointer<CChar>?
@@ -62,7 +62,7 @@ public struct SecretServiceKeyProvider: StoreKeyProvider {
         return try StoreSealing.key(base64: text, origin: "the Secret Service item for LoginKit key \(id)")
     }
 
-    public func store(_ key: SymmetricKey, id: String, label: String) async throws {
+    package func store(_ key: SymmetricKey, id: String, label: String) async throws {
         if let reason = noBusReason() { throw TokenStoreError(.unavailable, path: name, reason) }
         let secret = Data(key.bytes).base64EncodedString()
         _ = try await call { operation, error in
@@ -70,7 +70,7 @@ public struct SecretServiceKeyProvider: StoreKeyProvider {
         }.get()
     }
 
-    public func removeKey(id: String) async throws {
+    package func removeKey(id: String) async throws {
         if let reason = noBusReason() { throw TokenStoreError(.unavailable, path: name, reason) }
         _ = try await call { operation, error in
             (loginkit_secret_clear(operation, id, &error), ())

@@ -1,8 +1,8 @@
-public import LoginKitJOSE
+import LoginKitJOSE
 
-/// Keeps the AES-256-GCM keys that file stores are sealed with: the OS keyrings LoginKit ships
-/// (``SecretServiceKeyProvider``, ``KernelKeyringKeyProvider``), or your own (an HSM, a vault's
-/// transit engine) behind ``StoreSealing/provider(_:)``.
+/// Keeps the AES-256-GCM keys that file stores are sealed with: the OS keyrings LoginKit ships (the
+/// Secret Service and the kernel keyring, which ``StoreSealing/automatic(_:)`` tries), or your own
+/// (an HSM, a vault's transit engine) behind ``StoreSealing/provider(_:)``.
 ///
 /// The store names the key in the sealed file's header (`provider` = ``name``, `id`), creates it
 /// on the first sealed save (``store(_:id:label:)`` before the file that needs it is written), and
@@ -41,9 +41,9 @@ public protocol StoreKeyProvider: Sendable {
 /// Whether a ``StoreKeyProvider`` can keep keys now.
 public struct StoreKeyAvailability: Sendable, Hashable, CustomStringConvertible {
     /// Keys can be stored and read.
-    public var isAvailable: Bool
+    package var isAvailable: Bool
     /// When available: who serves it (`GNOME Keyring`), or nothing; when not: why.
-    public var detail: String
+    package var detail: String
 
     /// Usable; `detail` names who serves it, if anyone should know.
     public static func available(_ detail: String = "") -> StoreKeyAvailability {
@@ -62,15 +62,15 @@ public struct StoreKeyAvailability: Sendable, Hashable, CustomStringConvertible 
 public struct StoreProtection: Sendable, Hashable, CustomStringConvertible {
     /// The kind of protection: a key provider's name, `key-file`, `env-key`, `key` (given in code)
     /// or `plaintext`.
-    public var level: String
+    package var level: String
     /// Who serves the keyring (`GNOME Keyring`), what the level means (the kernel keyring's
     /// lifetime), or why the file is plain.
-    public var detail: String
+    package var detail: String
     /// Whether the file is plain because no keyring was usable (not by choice).
-    public var isFallback: Bool
+    package var isFallback: Bool
 
     /// A protection `level` with `detail`.
-    public init(level: String, detail: String = "", isFallback: Bool = false) {
+    package init(level: String, detail: String = "", isFallback: Bool = false) {
         self.level = level
         self.detail = detail
         self.isFallback = isFallback
@@ -83,11 +83,11 @@ public struct StoreProtection: Sendable, Hashable, CustomStringConvertible {
     public var description: String { detail.isEmpty ? level : "\(level) (\(detail))" }
 
     /// Plain JSON in a `0600` file.
-    public static let plaintext = "plaintext"
+    package static let plaintext = "plaintext"
     /// The key from a key file.
-    public static let keyFile = "key-file"
+    package static let keyFile = "key-file"
     /// The key from `LOGINKIT_STORE_KEY`.
-    public static let environmentKey = "env-key"
+    package static let environmentKey = "env-key"
     /// A key handed to the store in code.
-    public static let givenKey = "key"
+    package static let givenKey = "key"
 }

@@ -1,6 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import HTTPTypes
-@_spi(Fuzzing) import LoginKit
 import LoginKitHTTP
 import LoginKitJOSE
 
@@ -8,7 +11,10 @@ import LoginKitJOSE
 /// reaches, and checks what must hold whatever the input. Returns `false` when an invariant broke
 /// (the fuzz executables in `Fuzz/` then abort, which libFuzzer records as a finding); a crash is
 /// a finding too. `make test` replays every committed corpus file through these functions.
-public enum FuzzEntries {
+///
+/// An SPI for the fuzzers (`Fuzz/`, `@_spi(Fuzzing) import LoginKit`) and the corpus replay
+/// (`FuzzCorpusTests`), not API: it may change at any time.
+@_spi(Fuzzing) public enum FuzzEntries {
     /// Keys made once per process: verification paths run against real keys of each type.
     static let keys: [(JWK, JWSAlgorithm)] = {
         var keys: [(JWK, JWSAlgorithm)] = []
@@ -23,7 +29,7 @@ public enum FuzzEntries {
 
     /// JWS/JWT: compact parsing, signature checks with every key and algorithm, claims, and the
     /// verifier's claim checks. A token that parses must re-serialise to the same signing input.
-    public static func jws(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Fuzzing) public static func jws(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let text = String(decoding: bytes, as: UTF8.self)
         guard let jws = try? CompactJWS(parsing: text) else { return true }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
@@ -46,7 +52,7 @@ public enum FuzzEntries {
     /// A private key as an application loads one for `private_key_jwt`: PEM text, or (first
     /// non-blank byte `{`) a private JWK. A key that loads must sign a JWS its own public JWK
     /// verifies, with an algorithm of its own type; none may be loaded with another type's.
-    public static func signingKey(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Fuzzing) public static func signingKey(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let isJWK = bytes.first { ![0x20, 0x0A, 0x0D, 0x09].contains($0) } == UInt8(ascii: "{")
         let key = isJWK ? try? SigningKey(jwkText: Array(bytes)) : try? SigningKey(pem: String(decoding: bytes, as: UTF8.self))
         guard let key else { return true }
@@ -60,7 +66,7 @@ public enum FuzzEntries {
     }
 
     /// A JWK Set document: parsing, key import, and which algorithms each key accepts.
-    public static func jwks(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Fuzzing) public static func jwks(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let set = try? JWKSet(jsonText: Array(bytes)) else { return true }
         for key in set.keys {
             for algorithm in JWSAlgorithm.allCases where key.canVerify(algorithm) {
@@ -73,7 +79,7 @@ public enum FuzzEntries {
 
     /// A token endpoint answer: the first byte picks the status and grant, the rest is the body.
     /// Only a 2xx yields credentials; everything else is one of the kit's typed errors.
-    public static func tokenResponse(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Fuzzing) public static func tokenResponse(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let first = bytes.first else { return true }
         let statuses = [200, 200, 200, 400, 401, 403, 429, 500, 502, 503]
         let status = statuses[Int(first) % statuses.count]
@@ -91,7 +97,7 @@ public enum FuzzEntries {
 
     /// A token store file, plain or sealed: whatever parses writes back and parses to the same
     /// profiles; anything else is a typed store error.
-    public static func storeFile(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Fuzzing) public static func storeFile(_ bytes: UnsafeRawBufferPointer) -> Bool {
         for key in [nil, sealingKey] {
             guard case .success(let profiles) = UntrustedInputParsers.storeFile(Array(bytes), key: key) else { continue }
             guard case .success(let written) = UntrustedInputParsers.encodeStoreFile(profiles, key: key),
@@ -104,7 +110,7 @@ public enum FuzzEntries {
 
     /// A version string: a parsed version prints to a string that parses to an equal version, and
     /// compares equal to itself.
-    public static func semanticVersion(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Fuzzing) public static func semanticVersion(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let text = String(decoding: bytes, as: UTF8.self)
         guard let version = try? SemanticVersion(parsing: text) else { return true }
         guard let again = try? SemanticVersion(parsing: version.description) else { return false }
@@ -113,7 +119,7 @@ public enum FuzzEntries {
 
     /// What the CLI takes from its environment, as `NAME=value` lines: the store key
     /// (`LOGINKIT_STORE_KEY`), issuer and endpoint URLs, profile names.
-    public static func cliConfiguration(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    @_spi(Fuzzing) public static func cliConfiguration(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var environment: [String: String] = [:]
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let pair = line.split(separator: "=", maxSplits: 1)
@@ -126,5 +132,39 @@ public enum FuzzEntries {
             _ = HTTPRequest(method: .post, url: url)
         }
         return true
+    }
+}
+
+/// The parsers that untrusted bytes reach before any public API returns, as ``FuzzEntries`` feeds
+/// them: each returns what the parser made of the bytes, or the typed error it threw.
+enum UntrustedInputParsers {
+    /// A token endpoint's answer: credentials for a 2xx (no ID-token verification: the fuzzers test
+    /// the parsing), else the typed error RFC 6749 §5.2 maps it to.
+    static func tokenResponse(status: Int, headers: HTTPFields, body: [UInt8], grant: Int) -> Result<Credentials, any Error> {
+        let response = HTTPResponse(status: .init(code: status), headerFields: headers)
+        let json = try? JSONValue.parse(body)
+        let grants: [TokenEndpoint.Grant] = [.password, .refresh, .clientCredentials, .deviceCode, .other]
+        if let error = TokenEndpoint.error(for: response, json: json, grant: grants[abs(grant % grants.count)], host: "fuzz.test") {
+            return .failure(error)
+        }
+        return Result {
+            try TokenEndpoint.requireJSON(response, host: "fuzz.test")
+            return try TokenEndpoint.parseCredentials(from: json, host: "fuzz.test", issuer: nil, now: Date(timeIntervalSince1970: 0), previous: nil).credentials
+        }
+    }
+
+    /// A token store file's profiles, opened with `key` when it is sealed.
+    static func storeFile(_ bytes: [UInt8], key: SymmetricKey?) -> Result<[String: StoredProfile], TokenStoreError> {
+        Result { () throws(TokenStoreError) in try StoreFormat.decode(bytes, path: "fuzz.json", key: key) }
+    }
+
+    /// Profiles written back as a store file (`key` seals it).
+    static func encodeStoreFile(_ profiles: [String: StoredProfile], key: SymmetricKey?) -> Result<[UInt8], TokenStoreError> {
+        Result { () throws(TokenStoreError) in try StoreFormat.encode(profiles, path: "fuzz.json", key: key) }
+    }
+
+    /// The store key as `LOGINKIT_STORE_KEY` would give it.
+    static func storeKey(environment: [String: String]) -> Result<SymmetricKey?, TokenStoreError> {
+        Result { () throws(TokenStoreError) in try StoreSealing.environment.resolveKey(environment: environment) }
     }
 }

@@ -1,0 +1,216 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import LoginKitHTTP
+
+extension AuthService {
+    /// Credentials valid for at least `minimumValidity` (and beyond the mandatory window),
+    /// refreshing them — once, shared by every caller and process — when needed.
+    ///
+    /// A caller never refreshes credentials issued after its request began, and a caller whose
+    /// wait ends with credentials someone else just refreshed takes them: one refresh per expiry.
+    /// A `minimumValidity` beyond what the provider grants is met by a freshly issued token.
+    /// Cancelling the caller ends only its own wait.
+    ///
+    /// - Throws: `LoginRequiredError` (no profile, the refresh token was rejected, the profile is
+    ///   another provider's, a logout began), `ServerError`/`NetworkError` when refreshing kept
+    ///   failing and the old credentials had expired, `LoginError` `.upgradeRequired`,
+    ///   `TokenVerificationError`, `TokenStoreError`.
+    public nonisolated(nonsending) func validCredentials(minimumValidity: Duration) async throws -> Credentials {
+        try await valid(.any, minimumValidity: minimumValidity).credentials
+    }
+
+    /// A valid ID token. See ``validCredentials(minimumValidity:)``.
+    ///
+    /// - Throws: also `LoginRequiredError` `.noIDToken` when the provider issued no ID token (use
+    ///   ``validAccessToken(minimumValidity:)``, which works with every provider).
+    public nonisolated(nonsending) func validIDToken(minimumValidity: Duration) async throws -> IDToken {
+        let shared = try await valid(.idToken, minimumValidity: minimumValidity)
+        guard let idToken = shared.credentials.idToken else {
+            throw LoginRequiredError(.noIDToken, profile: profileName, "the provider issued no ID token for this profile; use the access token")
+        }
+        return idToken
+    }
+
+    /// A valid access token. See ``validCredentials(minimumValidity:)``.
+    public nonisolated(nonsending) func validAccessToken(minimumValidity: Duration) async throws -> String {
+        let shared = try await valid(.accessToken, minimumValidity: minimumValidity)
+        guard let accessToken = shared.credentials.accessToken else {
+            throw LoginRequiredError(.noAccessToken, profile: profileName, "the provider issued no access token for this profile")
+        }
+        return accessToken
+    }
+
+    /// The cached path first (no actor hop: the profile served last, while the store's change
+    /// stamp is the one it was read under and the decision is to serve it; or, when it needs a
+    /// refresh and the shared one is running, the wait for that refresh), else the actor's step,
+    /// and when that says wait, the wait for the shared refresh, also off the actor.
+    nonisolated(nonsending) func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> SharedCredentials {
+        let decision = RefreshDecision(
+            advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
+            kind: kind, minimumValidity: minimumValidity, requestStart: clock.now
+        )
+        var stamp = stamps?.changeStamp()
+        var now = decision.requestStart
+        // One acquisition of the machine's lock: the epoch this request began in (after waiting for
+        // another call's read, nothing from a later epoch may be handed to it), the remembered
+        // profile with the refresh it may wait for, and a read it may wait for.
+        var look = machine.withLock { $0.cached(ifStamp: stamp) }
+        let startEpoch = look.epoch
+        // At most two waits for another call's store read, then this call reads itself: bounded.
+        var joinedReads = 0
+        while true {
+            // The decision on the remembered profile's dates alone (no copy of its strings).
+            if let remembered = look.remembered {
+                let verdict = decision.verdict(for: remembered.timing, now: now)
+                if verdict == .serve, decision.grantsTheAskedValidity(remembered.timing) {
+                    return remembered.credentials
+                }
+                // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
+                // step would read the store again (two hops and a stat each, serialised) to answer
+                // "wait for it"; they wait for it at once.
+                if verdict == .refresh, let refresh = look.refresh {
+                    sharedRefreshWaits.increment()
+                    return try await awaitRefresh(refresh, kind: kind, startedIn: startEpoch)
+                }
+            }
+            // Another call's step is reading the store under this same stamp: wait for it off the
+            // actor, then look at what it remembered (and the refresh it may have started).
+            let reading: Flight<Void>
+            if joinedReads < 2, let announced = look.read {
+                reading = announced
+            } else {
+                switch try await step(kind, decision, stamp: stamp, mayJoinRead: joinedReads < 2, startedIn: joinedReads > 0 ? startEpoch : nil) {
+                case .serve(let credentials):
+                    return credentials
+                case .wait(let flight, let epoch):
+                    sharedRefreshWaits.increment()
+                    return try await awaitRefresh(flight, kind: kind, startedIn: epoch)
+                case .joinRead(let announced):
+                    reading = announced
+                }
+            }
+            joinedReads += 1
+            try await reading.wait()
+            // The wait may have lasted (a keyring look-up, another process's change): the store's
+            // stamp and the time are taken again. A logout since this request began ends it: what
+            // the store holds next may be a new login's.
+            stamp = stamps?.changeStamp()
+            now = clock.now
+            let current = stamp
+            guard let next = machine.withLock({ $0.mayHandOut(startedIn: startEpoch) ? $0.cached(ifStamp: current) : nil }) else {
+                throw loggedOut()
+            }
+            look = next
+        }
+    }
+
+    enum TokenStep: Sendable {
+        case serve(SharedCredentials)
+        case wait(Flight<SharedCredentials>, startedIn: UInt64)
+        /// Another step reads the store under the same stamp: wait for it, then look again.
+        case joinRead(Flight<Void>)
+    }
+
+    /// What the actor decides for a token call: serve what the store holds (remembering it for the
+    /// cached path), or wait for the one shared refresh (starting it when none runs). A call that
+    /// waited for another call's read before coming here began in `startEpoch`.
+    private func step(
+        _ kind: TokenKind, _ decision: RefreshDecision, stamp: UInt64?, mayJoinRead: Bool, startedIn startEpoch: UInt64?
+    ) async throws -> TokenStep {
+        let epoch: UInt64
+        let reading: Flight<Void>?
+        switch machine.withLock({ $0.readRequested(stamp: stamp, mayJoin: mayJoinRead, startedIn: startEpoch) }) {
+        case .loggedOut:
+            throw loggedOut()
+        case .join(let announced):
+            return .joinRead(announced)
+        case .read(let current, let announced):
+            epoch = current
+            reading = announced
+        }
+        // This step reads the store: calls under the same stamp wait for it (off the actor) until it
+        // has remembered what it read and started the refresh it needs. `defer` ends it last, and
+        // takes it out of the state before its waiters are resumed.
+        defer {
+            if let reading {
+                machine.withLock { $0.readEnded(reading) }
+                reading.finish(with: .success(()))
+            }
+        }
+        let profile: StoredProfile
+        do {
+            guard let stored = try await store.profile(named: profileName) else {
+                machine.withLock { $0.profileMissing(startedIn: epoch) }
+                updateDiagnostics { $0.loginRequired = true }
+                throw notLoggedIn()
+            }
+            profile = stored
+        } catch let error as TokenStoreError where error.code == .unavailable {
+            // The store's database is unreachable: credentials this service already had are served
+            // while they need no refresh; a refresh needs the store's lock, so it waits.
+            guard let known = machine.withLock({ $0.knownProfile(startedIn: epoch) }),
+                decision.verdict(for: known.timing, now: clock.now) != .refresh
+            else {
+                throw error
+            }
+            logger.warning("the store is unavailable; serving the credentials held in memory", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+            return .serve(known.credentials)
+        }
+        let verdict = decision.verdict(for: profile, now: clock.now)
+        reportIfUngrantable(decision, profile)
+        let read = HeldProfile(profile)
+        switch machine.withLock({ $0.tokenRequested(startedIn: epoch, verdict: verdict, read: read, stamp: stamp) }) {
+        case .serve:
+            return .serve(read.credentials)
+        case .serveAndRefresh(let start):
+            if let start { startRefresh(start, firstSeen: profile, decision: decision, epoch: epoch) }
+            return .serve(read.credentials)
+        case .waitForRefresh(let flight, let start):
+            if start { startRefresh(flight, firstSeen: profile, decision: decision, epoch: epoch) }
+            return .wait(flight, startedIn: epoch)
+        case .loggedOut:
+            throw loggedOut()
+        }
+    }
+
+    /// Waits for the shared refresh, then checks again that what it brought may be handed out: a
+    /// logout may have begun meanwhile (checked under the machine's lock, without entering the
+    /// actor, so that the waiters of a storm go on together instead of one actor turn each), and a
+    /// refresh may have brought no new token of the kind asked (no new ID token) or one that has
+    /// already expired.
+    nonisolated(nonsending) func awaitRefresh(_ flight: Flight<SharedCredentials>, kind: TokenKind, startedIn epoch: UInt64) async throws -> SharedCredentials {
+        let shared = try await flight.wait()
+        guard machine.withLock({ $0.mayHandOut(startedIn: epoch) }) else { throw loggedOut() }
+        if let expiry = shared.expiry(of: kind), expiry <= clock.now {
+            throw LoginRequiredError(
+                .cannotRefresh, profile: profileName,
+                kind == .idToken
+                    ? "the provider's refresh brought no new ID token and the stored one has expired; log in again"
+                    : "the provider's refresh brought credentials that have already expired; log in again")
+        }
+        return shared
+    }
+
+    nonisolated func loggedOut() -> LoginRequiredError {
+        LoginRequiredError(.loggedOut, profile: profileName, "the profile \"\(profileName)\" was logged out; log in again")
+    }
+
+    nonisolated func notLoggedIn() -> LoginRequiredError {
+        LoginRequiredError(.notLoggedIn, profile: profileName, "not logged in (profile \"\(profileName)\"); log in first")
+    }
+
+    /// Says once per asked validity that the provider grants less.
+    private func reportIfUngrantable(_ decision: RefreshDecision, _ profile: StoredProfile) {
+        guard decision.minimumValidity > .zero, let expiry = decision.kind.expiry(of: profile.credentials) else { return }
+        let lifetime = RefreshDecision.lifetime(of: profile, expiry: expiry)
+        guard RefreshDecision.grantable(decision.minimumValidity, lifetime: lifetime).capped,
+            reportedUngrantable.insert(decision.minimumValidity).inserted
+        else { return }
+        logger.notice(
+            "the provider grants \(Int(lifetime.rounded())) s; \(Int(decision.minimumValidity.timeInterval)) s was asked: a freshly issued token is served",
+            metadata: logMetadata)
+    }
+}

@@ -1,0 +1,42 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Which expiry a caller cares about.
+enum TokenKind: Sendable, Hashable {
+    case any, idToken, accessToken
+
+    func expiry(of credentials: Credentials) -> Date? {
+        expiry(expiresAt: credentials.expiresAt, idTokenExpiresAt: credentials.idTokenExpiresAt)
+    }
+
+    func expiry(expiresAt: Date?, idTokenExpiresAt: Date?) -> Date? {
+        switch self {
+        case .any, .accessToken: expiresAt
+        case .idToken: idTokenExpiresAt ?? expiresAt
+        }
+    }
+}
+
+/// The dates the refresh decision reads from a profile, without its strings: what the cached path
+/// keeps beside the profile it serves, so that a storm's callers decide without copying the
+/// profile (a retain and a release of every string in it, on cache lines both cores write).
+struct TokenTiming: Sendable, Hashable {
+    var expiresAt: Date?
+    var idTokenExpiresAt: Date?
+    /// When the credentials were issued: their own stamp, else the profile's last write.
+    var issuedAt: Date
+
+    init(_ profile: StoredProfile) {
+        expiresAt = profile.credentials.expiresAt
+        idTokenExpiresAt = profile.credentials.idTokenExpiresAt
+        issuedAt = profile.credentials.issuedAt ?? profile.updatedAt
+    }
+
+    /// The expiry a caller asking for `kind` cares about.
+    func expiry(of kind: TokenKind) -> Date? {
+        kind.expiry(expiresAt: expiresAt, idTokenExpiresAt: idTokenExpiresAt)
+    }
+}
