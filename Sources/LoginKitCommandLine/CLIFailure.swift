@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -106,3 +108,4 @@ func reportingFailures<T>(_ body: () async throws -> T) async throws -> T {
         throw CLIFailure(error)
     }
 }
+#endif

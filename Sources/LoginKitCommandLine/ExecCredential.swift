@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -39,3 +41,4 @@ enum ExecCredential {
         date.formatted(.iso8601)
     }
 }
+#endif

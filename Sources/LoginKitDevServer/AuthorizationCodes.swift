@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 import LoginKitHTTP
 
 #if canImport(FoundationEssentials)
@@ -74,3 +76,4 @@ final class AuthorizationCodes: Sendable {
         state.withLock { $0.codes.removeValue(forKey: code) }
     }
 }
+#endif

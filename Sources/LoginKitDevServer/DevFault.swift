@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 /// A failure the dev server injects into the next request for a path, for tests of error handling.
 public enum DevFault: Sendable, Hashable {
     /// Answer with this status and a JSON error body (`{"error":"server_error"}` style).
@@ -37,3 +39,4 @@ public enum DevFault: Sendable, Hashable {
         case wrongAudience
     }
 }
+#endif

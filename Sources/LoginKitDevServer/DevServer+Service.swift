@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 public import ServiceLifecycle
 
 extension DevServer: Service {
@@ -30,3 +32,4 @@ extension DevServer: Service {
         await stop()
     }
 }
+#endif

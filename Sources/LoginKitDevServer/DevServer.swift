@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 import Hummingbird
 import LoginKitHTTP
 package import Logging
@@ -253,3 +255,4 @@ struct CountingMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 }
+#endif

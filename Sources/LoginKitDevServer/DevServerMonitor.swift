@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 import LoginKitHTTP
 
 /// The switches a test flips while a `DevServer` runs: faults injected into the next requests to a
@@ -120,3 +122,4 @@ public struct DevVersionPolicy: Sendable, Hashable {
     /// A policy whose minimum version, `0.0.0`, every client meets.
     package init() {}
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -44,3 +46,4 @@ struct FaultMiddleware: RouterMiddleware {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 import LoginKitHTTP
 import LoginKitJOSE
 
@@ -227,3 +229,4 @@ extension IdentityProvider {
         return result
     }
 }
+#endif

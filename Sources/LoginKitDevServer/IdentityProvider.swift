@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -375,3 +377,4 @@ final class IdentityProvider: Sendable {
         (try? JWKSet(keys: [signingKey.publicJWK()]).json) ?? .object(["keys": .array([])])
     }
 }
+#endif

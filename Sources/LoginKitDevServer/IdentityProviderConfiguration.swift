@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 #if canImport(FoundationEssentials)
 package import FoundationEssentials
 #else
@@ -116,3 +118,4 @@ public struct IdentityProviderConfiguration: Sendable {
 extension Duration {
     var wholeSeconds: Int { Int(components.seconds) }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -178,3 +180,4 @@ struct IdentityProviderRoutes {
             """
     }
 }
+#endif

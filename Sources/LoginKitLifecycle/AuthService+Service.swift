@@ -1,3 +1,5 @@
+// Built with LoginKit's "Lifecycle" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Lifecycle
 public import LoginKit
 public import ServiceLifecycle
 
@@ -14,3 +16,4 @@ extension AuthService: Service {
         await shutdown()
     }
 }
+#endif

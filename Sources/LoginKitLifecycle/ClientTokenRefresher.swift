@@ -1,3 +1,5 @@
+// Built with LoginKit's "Lifecycle" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Lifecycle
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -188,3 +190,4 @@ public final class ClientTokenRefresher: Service, Sendable {
         return Duration(timeInterval: Double.random(in: (ceiling / 2)...ceiling))
     }
 }
+#endif

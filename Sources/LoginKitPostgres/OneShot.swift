@@ -1,3 +1,5 @@
+// Built with LoginKit's "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Postgres
 import LoginKit
 import LoginKitHTTP
 
@@ -37,3 +39,4 @@ final class OneShot<Value: Sendable>: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Postgres
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -330,3 +332,4 @@ extension PostgresTokenStore {
         "loginkit_\(oid)"
     }
 }
+#endif

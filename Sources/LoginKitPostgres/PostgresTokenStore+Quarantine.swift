@@ -1,3 +1,5 @@
+// Built with LoginKit's "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Postgres
 #if canImport(FoundationEssentials)
 public import FoundationEssentials
 #else
@@ -39,3 +41,4 @@ extension PostgresTokenStore {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Postgres
 import Logging
 import PostgresNIO
 
@@ -157,3 +159,4 @@ extension PostgresTokenStore {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Postgres
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -543,3 +545,4 @@ public final class PostgresTokenStore: TokenStore {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Postgres
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -113,3 +115,4 @@ extension PostgresTokenStore {
         return String(host.dropFirst().dropLast())
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Postgres
 /// `value` as a PostgreSQL string literal that is safe to paste into `psql` whatever it holds: for
 /// the SQL an error message suggests (queries bind their values instead).
 ///
@@ -32,3 +34,4 @@ private func hexadecimal(_ value: UInt32, digits: Int) -> String {
     let text = String(value, radix: 16, uppercase: true)
     return String(repeating: "0", count: max(0, digits - text.count)) + text
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 import ArgumentParser
 import LoginKitHTTP
 import Foundation
@@ -59,3 +61,4 @@ struct BrowseCommand: AsyncParsableCommand {
         FileHandle.standardError.write(Data("scripted browser: \(escapingControlCharacters(outcome)) at \(escapingControlCharacters(host))\n".utf8))
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 import ArgumentParser
 import LoginKitHTTP
 import Foundation
@@ -79,3 +81,15 @@ struct ToolFailure: Error {
         FileHandle.standardError.write(Data("loginkit-dev-server: \(text)\n".utf8))
     }
 }
+#else
+import Foundation
+
+/// Built without the trait this tool needs: says so and exits 2.
+@main
+enum LoginKitDevServerWithoutTrait {
+    static func main() {
+        FileHandle.standardError.write(Data("loginkit-dev-server: built without LoginKit's \"DevServer\" trait; build with `swift build --enable-all-traits` (make does)\n".utf8))
+        exit(2)
+    }
+}
+#endif

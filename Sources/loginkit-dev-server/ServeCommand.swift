@@ -1,3 +1,5 @@
+// Built with LoginKit's "DevServer" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if DevServer
 import ArgumentParser
 import Foundation
 import LoginKitDevServer
@@ -119,3 +121,4 @@ enum StandardInput {
         }
     }
 }
+#endif

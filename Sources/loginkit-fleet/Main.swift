@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" and "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI && Postgres
 import LoginKitCommandLine
 
 /// `loginkit-fleet`: `loginkit`'s commands with `postgres://` stores too (LoginKitPostgres).
@@ -8,3 +10,15 @@ enum LoginKitFleetMain {
         await LoginKitCLI.main(fleet: PostgresStoreOpener())
     }
 }
+#else
+import Foundation
+
+/// Built without the trait this tool needs: says so and exits 2.
+@main
+enum LoginKitFleetWithoutTrait {
+    static func main() {
+        FileHandle.standardError.write(Data("loginkit-fleet: built without LoginKit's \"CLI\" and \"Postgres\" traits; build with `swift build --enable-all-traits` (make does)\n".utf8))
+        exit(2)
+    }
+}
+#endif

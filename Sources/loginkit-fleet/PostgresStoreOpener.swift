@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" and "Postgres" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI && Postgres
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -84,3 +86,4 @@ final class PostgresStoreOpener: FleetStoreOpener {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "Postgres" and "Lifecycle" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if Postgres && Lifecycle
 // loginkit-test-helper: the child process the multi-process tests start.
 //
 //   increment <store> <profile> <count>   <count> locked read-modify-write increments of attributes["counter"]
@@ -227,3 +229,15 @@ struct TestHelper {
         }
     }
 }
+#else
+import Foundation
+
+/// Built without the trait this tool needs: says so and exits 2.
+@main
+enum TestHelperWithoutTrait {
+    static func main() {
+        FileHandle.standardError.write(Data("loginkit-test-helper: built without LoginKit's \"Postgres\" and \"Lifecycle\" traits; build with `swift build --enable-all-traits` (make does)\n".utf8))
+        exit(2)
+    }
+}
+#endif

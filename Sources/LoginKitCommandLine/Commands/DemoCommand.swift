@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -147,3 +149,4 @@ struct ScriptedBrowserLauncher: BrowserLauncher {
         return plain ? word : "'" + word.replacing("'", with: "'\\''") + "'"
     }
 }
+#endif

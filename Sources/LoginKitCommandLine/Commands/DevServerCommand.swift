@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 import ArgumentParser
 
 /// `loginkit dev-server`: runs `loginkit-dev-server` in this process's place, so that `loginkit`
@@ -23,3 +25,4 @@ struct DevServerCommand: ParsableCommand {
         try DevServerProcess.replaceCurrentProcess(arguments: ["serve"] + arguments)
     }
 }
+#endif

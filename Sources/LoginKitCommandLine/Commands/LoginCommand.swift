@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -242,3 +244,4 @@ struct LoginCommand: AsyncParsableCommand {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 import ArgumentParser
 import LoginKit
 
@@ -41,3 +43,4 @@ struct StoreCommand: AsyncParsableCommand {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -280,3 +282,4 @@ struct VerifyCommand: AsyncParsableCommand {
         }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 import ArgumentParser
 import LoginKit
 
@@ -80,3 +82,4 @@ struct BrowserOptions: ParsableArguments {
         return SystemBrowserLauncher()
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 import ArgumentParser
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -283,3 +285,4 @@ enum JSONOutput {
         .textOrNull(date?.formatted(.iso8601))
     }
 }
+#endif

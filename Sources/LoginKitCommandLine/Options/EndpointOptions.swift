@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 import ArgumentParser
 import LoginKit
 
@@ -107,3 +109,4 @@ enum EndpointAttributes {
         }
     }
 }
+#endif

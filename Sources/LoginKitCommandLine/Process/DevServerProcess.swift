@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -314,3 +316,4 @@ func locateCompanion(_ name: String, searchingPath: Bool, environment: [String: 
             + "or install it next to loginkit"
     )
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -34,3 +36,4 @@ enum FleetProcess {
         throw CLIFailure(exitCode: 1, "could not run \(executable): \(String(cString: strerror(failure)))")
     }
 }
+#endif

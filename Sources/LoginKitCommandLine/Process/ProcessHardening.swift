@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 #if canImport(Glibc)
 import CProcessControl
 import Glibc
@@ -24,3 +26,4 @@ enum ProcessHardening {
         #endif
     }
 }
+#endif

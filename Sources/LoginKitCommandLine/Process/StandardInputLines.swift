@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -102,3 +104,4 @@ func runOnThreadOfItsOwn(_ body: @escaping @Sendable () -> Void) {
         Task.detached { body() }
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -108,3 +110,4 @@ enum Terminal {
         return result
     }
 }
+#endif
