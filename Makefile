@@ -19,7 +19,7 @@ SWIFT ?= swift
 TRAITS ?= --enable-all-traits
 export SWIFT_TRAITS = $(TRAITS)
 
-.PHONY: help deps test-deps build release demo test bench bench-docs reliability docs api check-api format lint clean
+.PHONY: help deps test-deps build release demo test bench bench-docs reliability docs api check-api snippets format lint clean
 
 help:
 	@echo "make demo         build and run the LoginKit demo against the embedded dev identity provider"
@@ -31,6 +31,7 @@ help:
 	@echo "make docs         DocC reference of LoginKit, LoginKitViewModel, LoginKitMocks into .build/docs (warnings are errors)"
 	@echo "make api          regenerate docs/api.md, the public API of every library product"
 	@echo "make check-api    fail if the public API differs from docs/api.md (and, once tagged, from 0.2.0)"
+	@echo "make snippets     regenerate Tests/DocSnippetTests/Generated, the documentation's Swift blocks as compiled code"
 
 deps:
 	@scripts/install-deps.sh $(BUILD_PACKAGES)
@@ -65,7 +66,7 @@ demo: deps
 test: test-deps
 	scripts/check-closure.sh
 	scripts/api-count.sh
-	scripts/check-doc-snippets.sh
+	SWIFT=$(SWIFT) scripts/check-doc-snippets.sh
 	$(SWIFT) build $(TRAITS) --build-tests
 	# A hang must fail the run, not eat CI's 90 minutes: the suite takes about a minute. The output
 	# is line-buffered (stdbuf), so that a run ended by the time limit shows every test that ended,
@@ -97,6 +98,12 @@ api: deps
 
 check-api: deps
 	SWIFT=$(SWIFT) scripts/check-api.sh
+
+# Every ```swift block of README.md, docs/ and the DocC catalogs as a source of the DocSnippetTests
+# target (scripts/doc-snippets.py): regenerate after editing a block, and commit the result; `make
+# test` fails while the two differ.
+snippets:
+	python3 scripts/doc-snippets.py
 
 reliability: test-deps
 	$(SWIFT) build $(TRAITS) --build-tests

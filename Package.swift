@@ -229,7 +229,10 @@ let package = Package(
         ),
         .testTarget(
             name: "LoginKitViewModelTests",
-            dependencies: ["LoginKitViewModel", "LoginKitMocks", "LoginKit", "LoginKitDevServer", "LoginKitTestSupport"],
+            dependencies: [
+                "LoginKitViewModel", "LoginKitMocks", "LoginKit", "LoginKitDevServer", "LoginKitTestSupport",
+                .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
@@ -264,6 +267,18 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: when("Postgres")),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strict
+        ),
+        // Every Swift block of README.md, docs/ and the DocC catalogs, compiled and never run: one file
+        // per block in Tests/DocSnippetTests/Generated, written by scripts/doc-snippets.py (`make snippets`).
+        .testTarget(
+            name: "DocSnippetTests",
+            dependencies: [
+                "LoginKit", "LoginKitViewModel", "LoginKitMocks", "LoginKitLifecycle", "LoginKitPostgres", "LoginKitDevServer",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: when("Lifecycle")),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/DocSnippetTests",
             swiftSettings: strict
         ),
         .testTarget(

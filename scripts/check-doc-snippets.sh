@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Fails when a documentation sample no longer matches the test file that compiles it.
+# Fails when a documentation sample no longer matches the test file that runs it (the README's
+# example, ReadmeExampleTests; docs/testing.md's view-model tests, DocsTestingExample), or when
+# Tests/DocSnippetTests/Generated, which compiles every Swift block of the documentation, differs
+# from the documents or a Package.swift block does not evaluate (scripts/doc-snippets.py --check;
+# `make snippets` regenerates). SWIFT names the toolchain's `swift` (default: swift).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 - <<'PY'
@@ -17,3 +21,4 @@ if missing:
     sys.exit("README example lines missing from ReadmeExampleTests.swift: %s" % missing)
 print("doc snippets match their tests")
 PY
+python3 scripts/doc-snippets.py --check

@@ -47,11 +47,13 @@ package struct BrowserScript: Sendable {
         self.cookies = cookies
     }
 
-    /// Follows `start` through the provider's pages, doing the sign-in on the form, and returns the
-    /// redirect to the application without loading it. Every page loaded goes to `loaded`.
+    /// Follows `start` (or, for a local page, where it leads: ``followingLocalPage(_:)``) through the
+    /// provider's pages, doing the sign-in on the form, and returns the redirect to the application
+    /// without loading it. Every page loaded goes to `loaded`.
     ///
     /// - Throws: ``Failure``; the transport's errors.
-    package mutating func signIn(at start: String, loaded: (Page) -> Void = { _ in }) async throws -> String {
+    package mutating func signIn(at url: String, loaded: (Page) -> Void = { _ in }) async throws -> String {
+        let start = try Self.followingLocalPage(url)
         let target = Self.redirectTarget(of: start)
         var next: (method: HTTPRequest.Method, url: String, form: String?) = (.get, start, nil)
         for _ in 0..<Self.maximumSteps {

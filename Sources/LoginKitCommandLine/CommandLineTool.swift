@@ -22,7 +22,8 @@ struct LoginKitCommand: AsyncParsableCommand {
         abstract: "Log in over HTTP, keep tokens safe on disk, print valid tokens.",
         discussion: """
             Exit codes: 0 ok, 1 other failure, 2 usage, 3 login required, 4 credentials rejected, \
-            5 network or server failure, 6 upgrade required, 7 token verification failed.
+            5 network or server failure, 6 upgrade required, 7 token verification failed, \
+            8 logged out here but the revocation at the provider failed.
             """,
         version: LoginKitCLI.version.description,
         subcommands: [
@@ -48,12 +49,19 @@ package enum LoginKitCLI {
     package static func main(fleet: (any FleetStoreOpener)?) async -> Never {
         ProcessHardening.disableCoreDumps()  // before any secret is read or received
         let arguments = Array(CommandLine.arguments.dropFirst())
-        if fleet == nil, StoreOptions.remoteStore(arguments: arguments, environment: ProcessInfo.processInfo.environment) != nil {
-            do {
-                try FleetProcess.replaceCurrentProcess(arguments: arguments)
-            } catch {
-                (error as? CLIFailure)?.report()
-                exit((error as? CLIFailure)?.exitCode ?? 1)
+        if let remote = StoreOptions.remoteStore(arguments: arguments, environment: ProcessInfo.processInfo.environment) {
+            // Refused here, before `loginkit-fleet` is run with the password on its argv too.
+            if remote.fromFlag, StoreOptions.holdsPassword(remote.location) {
+                StoreOptions.passwordInFlag.report()
+                exit(StoreOptions.passwordInFlag.exitCode)
+            }
+            if fleet == nil {
+                do {
+                    try FleetProcess.replaceCurrentProcess(arguments: arguments)
+                } catch {
+                    (error as? CLIFailure)?.report()
+                    exit((error as? CLIFailure)?.exitCode ?? 1)
+                }
             }
         }
         StoreOptions.fleet = fleet

@@ -12,7 +12,9 @@ import LoginKit
 enum InteractiveLogin {
     /// The browser login through `service`, with `options`' flags, asking for `scope` (`nil`: the
     /// API's). The URL is always printed on stderr; when no browser opens, a redirect URL pasted on
-    /// stdin completes the login (the loopback receiver keeps listening meanwhile).
+    /// stdin completes the login (the loopback receiver keeps listening meanwhile). When no browser
+    /// opens and stdin is at its end, the login ends at once (``pasteImpossible``) rather than
+    /// waiting out its timeout for a paste that cannot come.
     static func browser(
         service: AuthService, options: BrowserOptions, scope: String?, launcher: (any BrowserLauncher)? = nil
     ) async throws -> User {
@@ -20,8 +22,19 @@ enum InteractiveLogin {
         return try await service.logInWithBrowser(
             configuration, launcher: launcher ?? options.launcher,
             onEvent: { event in Self.show(event) },
-            pastedRedirect: { _ in try await StandardInputLines.shared.next() }
+            pastedRedirect: { _ in
+                guard let line = try await StandardInputLines.shared.next() else { throw Self.pasteImpossible }
+                return line
+            }
         )
+    }
+
+    /// No browser was opened and standard input has ended: the browser login fails now (exit 1).
+    static var pasteImpossible: LoginError {
+        LoginError(
+            .browserUnavailable,
+            "no browser was opened and standard input is at its end, so no address can be pasted; "
+                + "set $BROWSER, or run the login where its standard input can take the pasted address")
     }
 
     /// The device flow through `service`: the verification URI and the user code on stderr.
@@ -69,43 +82,25 @@ enum InteractiveLogin {
                 "Open the address above in a browser, sign in, then paste here the whole address the browser ends on and press Enter:")
         case .pastedRedirectRejected(let reason):
             Terminal.standardError("loginkit: \(Terminal.printable(reason, limit: 500)); paste it again:")
+        case .foreignResponseRefused:
+            Terminal.standardError(
+                "loginkit: refused a sign-in response that does not carry this login's state (another sign-in's, or forged by another program or a web page); still waiting for yours")
         case .exchangingCode:
             break
         }
     }
 
-    /// The OAuth2API to log in through: `configuration` with `scope` when one is given, else with
-    /// `OAuth2API.defaultScope(supported:)` for what the provider's discovery advertises (read
-    /// through `probe` when given, so a discovery document already fetched is not fetched again).
+    /// The OAuth2API to log in through: `configuration` asking for `scope` when one is given, else
+    /// for the scope `OAuth2API` chooses from what the provider's discovery advertises (fetched
+    /// here, so that its failures come before any prompt).
     ///
     /// - Throws: what discovery throws (`ServerError`, `NetworkError`).
-    static func api(
-        _ configuration: OAuth2API.Configuration, scope: String?, probe: OAuth2API? = nil, transport: any HTTPTransport
-    ) async throws -> OAuth2API {
+    static func api(_ configuration: OAuth2API.Configuration, scope: String?, transport: any HTTPTransport) async throws -> OAuth2API {
         var configuration = configuration
-        if let scope {
-            configuration.scope = scope
-        } else {
-            let discovery = probe ?? OAuth2API(configuration: configuration, transport: transport)
-            configuration.scope = OAuth2API.defaultScope(supported: try await discovery.metadata().scopesSupported)
-        }
-        return OAuth2API(configuration: configuration, transport: transport)
-    }
-
-    /// Runs `login`; a scope the provider refuses (`invalid_scope`) becomes a usage failure (exit 2)
-    /// that names the scopes `api`'s provider advertises.
-    static func refusingScopes<T>(of api: OAuth2API?, scope: String?, _ login: () async throws -> T) async throws -> T {
-        do {
-            return try await login()
-        } catch let error as LoginError where error.code == .invalidScope {
-            guard let api else { throw error }
-            let asked = scope ?? api.configuration.scope
-            let advertised = ((try? await api.metadata())?.scopesSupported ?? []).joined(separator: " ")
-            let offer = advertised.isEmpty ? "its discovery lists no scopes_supported" : "it advertises \"\(advertised)\""
-            throw CLIFailure(
-                exitCode: 2, "the provider refused the scope \"\(asked)\" (invalid_scope); \(offer); choose the scope with --scope",
-                detail: "\(error)")
-        }
+        configuration.scope = scope
+        let api = OAuth2API(configuration: configuration, transport: transport)
+        if scope == nil { _ = try await api.requestedScope() }
+        return api
     }
 }
 

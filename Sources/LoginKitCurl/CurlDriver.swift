@@ -23,6 +23,9 @@ struct Submission: Sendable {
     let bypassesProxy: Bool
     let request: HTTPRequest
     let body: Data?
+    /// The request carries a one-time credential: it goes on a connection of its own, closed after
+    /// it (`CURLOPT_FRESH_CONNECT`, `CURLOPT_FORBID_REUSE`), so that libcurl never resends it.
+    let freshConnection: Bool
     let continuation: Completion
 }
 

@@ -4,6 +4,8 @@ extension CurlHTTPClient {
         /// How long connecting (TCP and TLS) may take. Default 10 s.
         public var connectTimeout: Duration = .seconds(10)
         /// How long a whole request may take, from queueing to the last body byte. Default 30 s.
+        /// Time the process spends stopped (a signal, a frozen cgroup, a paused container) counts,
+        /// but an answer that arrived meanwhile is read before the timeout is declared.
         public var totalTimeout: Duration = .seconds(30)
         /// The largest response body accepted; a larger one aborts the transfer with
         /// `NetworkError.Code.responseTooLarge`, nothing past the cap kept. Default 4 MiB.

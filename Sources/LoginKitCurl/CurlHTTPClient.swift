@@ -24,7 +24,7 @@ import Synchronization
 /// its transfer promptly and makes `send` throw `CancellationError`. ``shutdown()`` fails requests
 /// under way with ``NetworkError/Code/shutdown``; releasing the last reference to a client shuts it
 /// down too, and its thread ends.
-public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor {
+public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverResendingTransport {
     /// The limits this client applies to every request.
     package let configuration: Configuration
     let driver: CurlDriver
@@ -72,6 +72,21 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor {
     ///   with a body) or
     ///   `CancellationError` when the calling task is cancelled.
     public func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data) {
+        try await send(request, body: body, freshConnection: false)
+    }
+
+    /// Sends `request` on a connection opened for it alone and closed after it. libcurl resends a
+    /// request only when a kept-alive connection it reused turns out dead; on a fresh one it never
+    /// does, so a connection lost after the request left fails with `NetworkError` (with
+    /// `requestSent`), and the request reached the server at most once. For requests that carry a
+    /// one-time credential (docs/transport.md, "One-time credentials are never resent").
+    ///
+    /// - Throws: what ``send(_:body:)`` throws.
+    package func sendNeverResent(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data) {
+        try await send(request, body: body, freshConnection: true)
+    }
+
+    private func send(_ request: HTTPRequest, body: Data?, freshConnection: Bool) async throws -> (HTTPResponse, Data) {
         guard let url = request.urlString, let destination = destination(of: url) else {
             throw NetworkError(.invalidRequest, "the request needs an absolute http(s) URL without user info")
         }
@@ -91,7 +106,7 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let submission = Submission(
                     id: id, url: url, bypassesProxy: destination.isLoopback, request: request, body: body,
-                    continuation: Completion(exchange: exchange, continuation: continuation)
+                    freshConnection: freshConnection, continuation: Completion(exchange: exchange, continuation: continuation)
                 )
                 // A task already cancelled takes no handle (the phase below settles any later race).
                 if Task.isCancelled {

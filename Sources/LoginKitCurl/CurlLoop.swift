@@ -20,6 +20,9 @@ final class CurlLoop {
     private let driver: CurlDriver
     private var transfers: [UInt64: Transfer] = [:]
     private var idsByHandle: [UnsafeMutableRawPointer: UInt64] = [:]
+    /// No transfer in `transfers` has an earlier deadline (`UInt64.max`: none has one); it may be
+    /// earlier than the earliest left, which costs one look through them when it comes.
+    private var earliestDeadline = UInt64.max
 
     init(driver: CurlDriver) {
         self.driver = driver
@@ -65,6 +68,8 @@ final class CurlLoop {
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
             collectFinishedTransfers()
+            // After the perform: what has arrived was read before any transfer is timed out.
+            expireOverdueTransfers()
             // Completions may have resumed tasks onto this thread: run them before sleeping. The
             // decision to sleep is made under the lock that queuing takes, so work queued after it
             // sees `sleeping` and wakes the thread (`CurlDriver.State.needsWakeUp`).
@@ -75,7 +80,7 @@ final class CurlLoop {
             }
             if sleeps {
                 var ready: Int32 = 0
-                _ = curl_multi_poll(multi, nil, 0, driver.configuration.idlePollMilliseconds, &ready)
+                _ = curl_multi_poll(multi, nil, 0, pollTimeout(), &ready)
                 driver.state.withLock { state in
                     state.sleeping = false
                     state.wakeUpSent = false
@@ -99,6 +104,7 @@ final class CurlLoop {
         }
         transfers[transfer.id] = transfer
         idsByHandle[transfer.handle.raw] = transfer.id
+        earliestDeadline = min(earliestDeadline, transfer.deadline)
     }
 
     private func collectFinishedTransfers() {
@@ -117,6 +123,41 @@ final class CurlLoop {
         }
     }
 
+    /// Fails the transfers whose deadline has passed with `.timedOut`. Called right after
+    /// `curl_multi_perform` and the collection of finished transfers, so that an answer that
+    /// arrived while this thread could not run (the process stopped by a signal, a frozen cgroup, a
+    /// paused container) is read and delivered rather than dropped, as libcurl's own total timeout
+    /// would (it is checked before libcurl reads). Looks through the transfers only when the
+    /// earliest deadline has come.
+    private func expireOverdueTransfers() {
+        guard earliestDeadline != .max else { return }
+        let now = monotonicNanoseconds()
+        guard now >= earliestDeadline else { return }
+        var overdue: [(UInt64, Transfer)] = []
+        var next = UInt64.max
+        for (id, transfer) in transfers {
+            if transfer.deadline <= now { overdue.append((id, transfer)) } else { next = min(next, transfer.deadline) }
+        }
+        earliestDeadline = next
+        for (id, transfer) in overdue {
+            let result = transfer.timedOut()
+            detach(id: id, transfer: transfer)
+            driver.recycle(transfer)
+            transfer.continuation.resume(with: result)
+        }
+    }
+
+    /// How long `curl_multi_poll` may sleep: the idle interval, or less when a transfer's deadline
+    /// comes sooner (libcurl shortens it further for its own timers).
+    private func pollTimeout() -> Int32 {
+        let idle = driver.configuration.idlePollMilliseconds
+        guard earliestDeadline != .max else { return idle }
+        let now = monotonicNanoseconds()
+        guard earliestDeadline > now else { return 0 }
+        let milliseconds = (earliestDeadline - now) / 1_000_000 + 1
+        return milliseconds < UInt64(max(idle, 0)) ? Int32(milliseconds) : idle
+    }
+
     private func cancel(_ id: UInt64) {
         guard let transfer = transfers[id] else { return }  // already finished
         detach(id: id, transfer: transfer)
@@ -128,6 +169,7 @@ final class CurlLoop {
         curl_multi_remove_handle(driver.multi.raw, transfer.handle.raw)
         transfers[id] = nil
         idsByHandle[transfer.handle.raw] = nil
+        if transfers.isEmpty { earliestDeadline = .max }
     }
 
     private func failAllAndStop(executor: UnownedTaskExecutor) {

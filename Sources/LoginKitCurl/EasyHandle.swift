@@ -24,6 +24,9 @@ final class EasyHandle: @unchecked Sendable {  // safe: see the proof above
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// The proxy choice last set on this handle (`true`: loopback, no proxy); `nil` before the first.
     var bypassesProxy: Bool?
+    /// The connection choice last set on this handle (`true`: a fresh connection, closed after the
+    /// transfer); libcurl's default, `false`, on a new handle; `nil` when unknown.
+    var freshConnection: Bool? = false
     /// The header lines last built for a request on this handle, with the request's fields and
     /// body choice they were built from: the next request with the same ones reuses them
     /// (`Transfer`). Owned by the handle: freed when replaced and in `deinit`, after libcurl's
@@ -45,7 +48,8 @@ final class EasyHandle: @unchecked Sendable {  // safe: see the proof above
         options.string(CURLOPT_PROTOCOLS_STR, "http,https")
         options.long(CURLOPT_FOLLOWLOCATION, 0)
         options.long(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.clampedMilliseconds)
-        options.long(CURLOPT_TIMEOUT_MS, configuration.totalTimeout.clampedMilliseconds)
+        // No CURLOPT_TIMEOUT_MS: the total timeout is the driver's (`CurlLoop`), which reads what
+        // has arrived before it declares one; libcurl's would drop an answer already in the socket.
         options.offset(CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maximumResponseSize))
         options.long(CURLOPT_SSL_VERIFYPEER, 1)
         options.long(CURLOPT_SSL_VERIFYHOST, 2)

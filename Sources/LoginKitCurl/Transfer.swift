@@ -48,6 +48,10 @@ final class Transfer: @unchecked Sendable {  // safe: see the proof above
     /// response comes near this.
     static let maximumHeaderFields = 1_000
 
+    /// When the client's total timeout ends this request, in `CLOCK_MONOTONIC` nanoseconds, counted
+    /// from when its caller made it; `CurlLoop` enforces it (`UInt64.max`: never).
+    let deadline: UInt64
+
     /// The request's id (`cancel` commands name it).
     var id: UInt64 { submission.id }
 
@@ -56,7 +60,15 @@ final class Transfer: @unchecked Sendable {  // safe: see the proof above
         self.handle = handle
         self.continuation = submission.continuation
         self.configuration = configuration
+        self.deadline = Self.deadline(after: configuration.totalTimeout, from: monotonicNanoseconds())
         head.reserveCapacity(512)
+    }
+
+    /// `now` plus `timeout` in nanoseconds, `UInt64.max` when that overflows.
+    static func deadline(after timeout: Duration, from now: UInt64) -> UInt64 {
+        let (nanoseconds, overflow) = UInt64(timeout.clampedMilliseconds).multipliedReportingOverflow(by: 1_000_000)
+        let (sum, overflowAgain) = now.addingReportingOverflow(nanoseconds)
+        return overflow || overflowAgain ? .max : sum
     }
 
     /// Sets this request's options on a handle that holds the client's (`EasyHandle`); returns the
@@ -70,6 +82,14 @@ final class Transfer: @unchecked Sendable {  // safe: see the proof above
         let proxyChoice = handle.bypassesProxy
         handle.bypassesProxy = nil  // unknown until every option below is in
         if proxyChoice != submission.bypassesProxy { configureProxy(&options) }
+        // A request with a one-time credential gets a connection of its own, closed after it: libcurl
+        // resends a request only on a reused connection that turned out dead, never on a fresh one.
+        let fresh = submission.freshConnection
+        if handle.freshConnection != fresh {
+            handle.freshConnection = nil  // unknown until both options are in
+            options.long(CURLOPT_FRESH_CONNECT, fresh ? 1 : 0)
+            options.long(CURLOPT_FORBID_REUSE, fresh ? 1 : 0)
+        }
         configureMethodAndBody(&options)
         options.list(CURLOPT_HTTPHEADER, headerList())
 
@@ -81,6 +101,7 @@ final class Transfer: @unchecked Sendable {  // safe: see the proof above
             return Self.refusedOption(options.failed)
         }
         handle.bypassesProxy = submission.bypassesProxy
+        handle.freshConnection = fresh
         return nil
     }
 
@@ -258,28 +279,54 @@ final class Transfer: @unchecked Sendable {  // safe: see the proof above
     /// What the caller gets, once libcurl reported the transfer done with `code`.
     func result(code: CURLcode) -> Result<ReceivedResponse, any Error> {
         if exceededHeaderFields {
-            return .failure(NetworkError(
+            return failure(NetworkError(
                 .responseTooLarge,
                 "the response has more than \(Self.maximumHeaderFields) header fields; the transfer was stopped",
                 transportCode: Int(code.rawValue)
             ))
         }
         if exceededCap || code == CURLE_FILESIZE_EXCEEDED {
-            return .failure(NetworkError(
+            return failure(NetworkError(
                 .responseTooLarge,
                 "the response body is larger than the \(configuration.maximumResponseSize)-byte limit; nothing past it was kept",
                 transportCode: Int(code.rawValue)
             ))
         }
         guard code == CURLE_OK else {
-            return .failure(NetworkError(Self.errorCode(for: code), errorMessage(code), transportCode: Int(code.rawValue)))
+            return failure(NetworkError(Self.errorCode(for: code), errorMessage(code), transportCode: Int(code.rawValue)))
         }
         var status = 0
         _ = loginkit_curl_easy_getinfo_long(handle.raw, CURLINFO_RESPONSE_CODE, &status)
         guard (100...999).contains(status) else {
-            return .failure(NetworkError(.other, "the server sent no valid HTTP status line", transportCode: Int(code.rawValue)))
+            return failure(NetworkError(.other, "the server sent no valid HTTP status line", transportCode: Int(code.rawValue)))
         }
         return .success(ReceivedResponse(status: status, fieldCount: fieldCount, head: head, body: body))
+    }
+
+    /// What the caller gets when the total timeout passed before the transfer finished; `CurlLoop`
+    /// asks only after libcurl has read what had arrived (an answer in the socket is not timed out).
+    func timedOut() -> Result<ReceivedResponse, any Error> {
+        let host = URLParts(submission.url)?.host ?? "the server"
+        return failure(NetworkError(
+            .timedOut, "request to \(host) timed out: no complete answer within \(configuration.totalTimeout)",
+            transportCode: Int(CURLE_OPERATION_TIMEDOUT.rawValue)
+        ))
+    }
+
+    /// `error`, saying whether any of the request was written to the connection.
+    private func failure(_ error: NetworkError) -> Result<ReceivedResponse, any Error> {
+        var error = error
+        error.requestSent = requestSent
+        return .failure(error)
+    }
+
+    /// Whether libcurl wrote any of the request to the connection (`CURLINFO_REQUEST_SIZE`, the
+    /// bytes of request written, reset when a transfer starts): `false` means the server cannot
+    /// have seen it.
+    private var requestSent: Bool {
+        var size = 0
+        _ = loginkit_curl_easy_getinfo_long(handle.raw, CURLINFO_REQUEST_SIZE, &size)
+        return size > 0
     }
 
     /// Frees the header lines this transfer owned (called once libcurl no longer points at them:
@@ -338,6 +385,13 @@ final class Transfer: @unchecked Sendable {  // safe: see the proof above
         let loopback = "localhost,127.0.0.1,::1"
         return fromEnvironment.isEmpty ? loopback : "\(fromEnvironment),\(loopback)"
     }()
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: what transfer deadlines are measured on.
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
 }
 
 private func getenvString(_ name: String) -> String? {

@@ -67,6 +67,7 @@ extension IdentityProvider {
             return fail("login_required", "the dev server keeps no sessions; sign in interactively")
         }
         let scope = fields["scope"] ?? "openid"
+        if let refusal = scopeRefusal(scope) { return fail(refusal.code, refusal.description) }
         let request = AuthorizationCodes.PendingRequest(
             clientID: clientID, redirectURI: redirectURI, state: state, nonce: fields["nonce"],
             codeChallenge: challenge, scope: scope,
@@ -215,18 +216,7 @@ extension IdentityProvider {
 
     /// `text` safe inside HTML text and double-quoted attributes.
     static func escaped(_ text: String) -> String {
-        var result = ""
-        for character in text {
-            switch character {
-            case "&": result += "&amp;"
-            case "<": result += "&lt;"
-            case ">": result += "&gt;"
-            case "\"": result += "&quot;"
-            case "'": result += "&#39;"
-            default: result.append(character)
-            }
-        }
-        return result
+        escapingHTML(text)
     }
 }
 #endif

@@ -121,10 +121,20 @@ final class IdentityProvider: Sendable {
 
     // MARK: Grants
 
+    /// The refusal (`invalid_scope`) of a `scope` naming one the configuration's `supportedScopes`
+    /// does not list; `nil` when it may be granted.
+    func scopeRefusal(_ scope: String?) -> OAuthError? {
+        guard let scope, let supported = configuration.supportedScopes else { return nil }
+        let unsupported = scope.split(separator: " ").map(String.init).filter { !supported.contains($0) }
+        guard !unsupported.isEmpty else { return nil }
+        return OAuthError(status: 400, code: "invalid_scope", description: "not offered: \(unsupported.joined(separator: " "))")
+    }
+
     func passwordGrant(client: DevClient, username: String?, password: String?, scope: String?) throws(OAuthError) -> [String: JSONValue] {
         guard let username, let password else {
             throw OAuthError(status: 400, code: "invalid_request", description: "username and password are required")
         }
+        if let refusal = scopeRefusal(scope) { throw refusal }
         guard let user = user(named: username, password: password) else {
             throw OAuthError(status: 400, code: "invalid_grant", description: "the username or password is wrong")
         }
@@ -135,6 +145,7 @@ final class IdentityProvider: Sendable {
         guard isConfidential(client) else {
             throw OAuthError(status: 400, code: "unauthorized_client", description: "public clients cannot use client_credentials")
         }
+        if let refusal = scopeRefusal(scope) { throw refusal }
         return issue(user: nil, clientID: client.id, scope: scope ?? "", family: nil, audiences: try targets(resources: resources, audience: audience))
     }
 
@@ -168,7 +179,8 @@ final class IdentityProvider: Sendable {
         return response
     }
 
-    func deviceAuthorization(client: DevClient, scope: String?) -> [String: JSONValue] {
+    func deviceAuthorization(client: DevClient, scope: String?) throws(OAuthError) -> [String: JSONValue] {
+        if let refusal = scopeRefusal(scope) { throw refusal }
         let configuration = self.configuration
         let deviceCode = Self.randomToken()
         let alphabet = Array("BCDFGHJKLMNPQRSTVWXZ")
@@ -349,6 +361,7 @@ final class IdentityProvider: Sendable {
 
     var discoveryDocument: [String: JSONValue] {
         let issuer = self.issuer
+        let scopes = configuration.supportedScopes ?? ["openid", "profile", "offline_access"]
         return [
             "issuer": .string(issuer),
             "token_endpoint": .string(issuer + "/oauth/token"),
@@ -369,7 +382,7 @@ final class IdentityProvider: Sendable {
                 ["client_secret_basic", "client_secret_post", "private_key_jwt", "client_secret_jwt", "none"].map { .string($0) }),
             "token_endpoint_auth_signing_alg_values_supported": .array(
                 (JWSAlgorithm.allCases.map(\.rawValue) + ["HS256"]).map { .string($0) }),
-            "scopes_supported": .array([.string("openid"), .string("profile"), .string("offline_access")]),
+            "scopes_supported": .array(scopes.map { .string($0) }),
         ]
     }
 

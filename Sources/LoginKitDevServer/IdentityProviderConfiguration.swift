@@ -89,6 +89,10 @@ public struct IdentityProviderConfiguration: Sendable {
     /// The resources and audiences tokens may be asked for (RFC 8707, RFC 8693); others get
     /// `invalid_target`. `nil` (the default) accepts every absolute URI without a fragment.
     package var resourceServers: [String]? = nil
+    /// The scopes offered: discovery lists them in `scopes_supported`, and a request asking for
+    /// another (password, client credentials, device or browser login) gets `invalid_scope`.
+    /// `nil` (the default) lists `openid profile offline_access` and accepts every scope.
+    package var supportedScopes: [String]? = nil
     /// Access-token lifetime. Default 3600 s.
     public var accessTokenLifetime: Duration = .seconds(3600)
     /// ID-token lifetime. Default 3600 s.

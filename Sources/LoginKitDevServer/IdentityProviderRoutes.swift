@@ -41,7 +41,7 @@ struct IdentityProviderRoutes {
         }
         router.post("oauth/device_authorization") { request, _ in
             try await withClient(request) { client, fields in
-                Self.json(.ok, provider.deviceAuthorization(client: client, scope: fields["scope"]))
+                Self.json(.ok, try provider.deviceAuthorization(client: client, scope: fields["scope"]))
             }
         }
         router.post("oauth/revoke") { request, _ in

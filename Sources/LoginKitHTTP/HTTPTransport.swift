@@ -21,6 +21,17 @@ public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data)
 }
 
+/// A transport that can send a request so that nothing below it ever sends it a second time: for
+/// requests that carry a one-time credential (a refresh token, an authorization code, a device
+/// code), which a provider honours once — and may take as stolen, revoking the whole token family,
+/// when it sees it again. `TokenEndpoint` sends those grants through it; a transport that does not
+/// adopt it gets them through `send(_:body:)`, and should then never resend a request on its own.
+package protocol NeverResendingTransport: HTTPTransport {
+    /// Sends `request` as ``HTTPTransport/send(_:body:)`` does, and never twice: a connection lost
+    /// after the request left is a `NetworkError`, not a second copy sent on another connection.
+    func sendNeverResent(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data)
+}
+
 /// A transport or an API with an executor of its own: the executor that runs its completions (for
 /// `CurlHTTPClient`, its driver thread), or `nil`. A task that prefers it sends and resumes without
 /// a thread hop; `AuthService` runs its shared refresh there, so that a storm of callers queued on

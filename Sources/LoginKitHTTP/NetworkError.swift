@@ -55,6 +55,12 @@ public struct NetworkError: LoginKitError {
     public let details: ErrorDetails<Code>
     /// The underlying transport's own code (libcurl's `CURLcode`), when there is one.
     public let transportCode: Int?
+    /// Whether any of the request was written to the connection before it failed: `false` when
+    /// the transport knows none was (no host, no connection, a timeout before sending), so the
+    /// server cannot have acted on it; `true` when it may have (the answer was lost); `nil` when
+    /// the transport cannot tell. `AuthService` never sends a refresh token again after a failure
+    /// that may have reached the provider.
+    package var requestSent: Bool?
 
     /// A network failure; transports put their own code in `transportCode` and keep request
     /// details that may hold a secret out of `message`.

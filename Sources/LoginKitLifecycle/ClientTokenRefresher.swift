@@ -42,7 +42,8 @@ public final class ClientTokenRefresher: Service, Sendable {
         /// How long before a token would be replaced on demand it is replaced in the background.
         /// Default 5 minutes (capped, as every asked validity, at half the token's lifetime).
         public var refreshAhead: Duration = .seconds(300)
-        /// The first retry delay after a failure; it doubles per failure, with full jitter. Default 1 s.
+        /// The first retry delay after a failure; it doubles per failure up to `maximumBackoff`, with
+        /// equal jitter (each retry waits between half and all of the doubled delay). Default 1 s.
         public var initialBackoff: Duration = .seconds(1)
         /// The longest retry delay. Default 60 s.
         public var maximumBackoff: Duration = .seconds(60)

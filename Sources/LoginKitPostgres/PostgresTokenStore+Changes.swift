@@ -304,7 +304,7 @@ extension PostgresTokenStore {
             let back = changes.expectPing(token)
             defer { changes.forgetPing(token) }
             try await withDeadline(timeout) { [client, logger = configuration.logger] in
-                try await client.query("SELECT pg_notify(\(channel), \(token))", logger: logger)
+                try await client.query("SELECT pg_catalog.pg_notify(\(channel), \(token))", logger: logger)
                 for await _ in back { return }
                 throw CancellationError()
             }

@@ -6,9 +6,11 @@ public import Observation
 ///
 /// `loginButtonPressed()` disables the button for exactly as long as the call runs (`defer`
 /// re-enables it); a press while it is disabled does nothing. Errors become a
-/// ``LoginErrorMessage`` a view can show, and are logged without secrets. A required upgrade sets
-/// ``forcedUpgrade``, which the user cannot clear. Success sets ``user`` and is signalled on
-/// ``dismissals``; ``logOutButtonPressed()`` clears ``user``.
+/// ``LoginErrorMessage`` a view can show, and are logged without secrets (a configuration the
+/// provider refuses at `error` level, the others at `notice`). A cancelled login (the user left
+/// the screen) shows nothing and logs only at `debug`. A required upgrade sets ``forcedUpgrade``,
+/// which the user cannot clear. Success sets ``user`` and is signalled on ``dismissals``;
+/// ``logOutButtonPressed()`` clears ``user``.
 ///
 /// Concurrency contract: `@MainActor`; observe it with the Observation framework.
 @MainActor
@@ -34,16 +36,21 @@ public final class LoginViewModel<Service: AuthServiceProtocol> {
     @ObservationIgnored public let dismissals: AsyncStream<User>
     @ObservationIgnored private let dismissContinuation: AsyncStream<User>.Continuation
     @ObservationIgnored private let service: Service
-    @ObservationIgnored private let logger: Logger
+    /// Where failures are logged.
+    @ObservationIgnored package let logger: Logger
 
-    /// A view-model for `service`, logging failures to `logger`.
-    public init(service: Service, logger: Logger = Logger(label: "loginkit.login-view-model")) {
+    /// A view-model for `service`, logging failures to `logger`. Default: a logger that discards
+    /// everything; hand in the host's.
+    public init(
+        service: Service, logger: Logger = Logger(label: "loginkit.login-view-model", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
         self.service = service
         self.logger = logger
         (dismissals, dismissContinuation) = AsyncStream<User>.makeStream()
     }
 
     /// Logs in with `id` and `password`. Does nothing while a login runs or an upgrade is forced.
+    /// When the calling task is cancelled (the user left), the login ends without a message.
     public func loginButtonPressed() async {
         guard isLoginButtonEnabled, forcedUpgrade == nil else { return }
         isLoginButtonEnabled = false
@@ -58,11 +65,22 @@ public final class LoginViewModel<Service: AuthServiceProtocol> {
             dismissContinuation.yield(user)
         } catch {
             lastError = error
+            if error is CancellationError || Task.isCancelled {
+                logger.debug("login cancelled")
+                return
+            }
             let message = LoginErrorMessage(error)
             if case .upgradeRequired(let policy) = message { forcedUpgrade = policy }
             loginErrorMessage = message
-            // The error types carry no secrets; the password and tokens are never logged.
-            logger.notice("login failed", metadata: ["reason": "\(message.kind)", "error": "\(String(describing: type(of: error)))"])
+            // The error types carry no secrets (their messages never hold a password, token or
+            // client secret); the password and tokens are never logged.
+            let metadata: Logger.Metadata = ["reason": "\(message.kind)", "error": "\(String(describing: type(of: error)))"]
+            if message == .configuration {
+                // Not the user's to fix: whoever runs the app needs the provider's answer.
+                logger.error("login failed: the app's configuration was refused", metadata: metadata.merging(["detail": "\(error)"]) { $1 })
+            } else {
+                logger.notice("login failed", metadata: metadata)
+            }
         }
     }
 
@@ -81,10 +99,19 @@ public final class LoginViewModel<Service: AuthServiceProtocol> {
     }
 }
 
-/// What to tell the user after a failed login.
+/// What to tell the user after a failed login. New cases may be added: switch over it with a
+/// `default` (``text`` has a sentence for every case).
 public enum LoginErrorMessage: Sendable, Hashable {
-    /// The provider rejected the ID, the password or the client.
+    /// The provider rejected the user ID or the password.
     case login
+    /// The provider refused the app rather than the user (its client, scope or resource), or the
+    /// app's configuration cannot work: not the user's fault. The details are logged at `error`.
+    case configuration
+    /// The user, or the provider on their behalf, denied the sign-in.
+    case denied
+    /// The sign-in expired before it completed (a device code, a browser sign-in nobody finished),
+    /// or the session it would extend was refused: sign in again.
+    case expired
     /// The server failed or answered something unusable.
     case server
     /// The network failed.
@@ -93,21 +120,14 @@ public enum LoginErrorMessage: Sendable, Hashable {
     case loginInProgress
     /// This version is too old.
     case upgradeRequired(VersionPolicy)
-    /// The server's token did not verify.
+    /// The server's token, or its answer to the browser sign-in, did not verify.
     case tokenVerification
-    /// Anything else: the store, the configuration, a key, …
+    /// Anything else: the store, a key, no browser, …
     case other
 
     init(_ error: any Error) {
         switch error {
-        case let error as LoginError where error.code == .loginInProgress: self = .loginInProgress
-        case let error as LoginError where error.code == .upgradeRequired:
-            if let policy = error.upgradePolicy {
-                self = .upgradeRequired(policy)
-            } else {
-                self = .other
-            }
-        case let error as LoginError where error.isProviderRejection: self = .login
+        case let error as LoginError: self = Self.message(for: error)
         case is ServerError: self = .server
         case is NetworkError: self = .network
         case let error as TokenVerificationError where [.invalidKey, .authenticationFailed, .cryptoFailure].contains(error.code):
@@ -117,10 +137,30 @@ public enum LoginErrorMessage: Sendable, Hashable {
         }
     }
 
+    /// The message for each `LoginError` code; a code this version does not know is `.other`,
+    /// never a wrong password.
+    private static func message(for error: LoginError) -> LoginErrorMessage {
+        switch error.code {
+        case .invalidCredentials: .login
+        case .invalidClient, .unauthorizedClient, .invalidScope, .invalidTarget, .invalidConfiguration, .verifierRequired,
+            .challengeRequired:
+            .configuration
+        case .accessDenied: .denied
+        case .deviceCodeExpired, .interactionTimedOut, .refreshTokenRejected: .expired
+        case .loginInProgress: .loginInProgress
+        case .upgradeRequired: error.upgradePolicy.map(LoginErrorMessage.upgradeRequired) ?? .other
+        case .stateMismatch, .issuerMismatch: .tokenVerification
+        default: .other
+        }
+    }
+
     /// A short English sentence for the message.
     public var text: String {
         switch self {
         case .login: "The ID or password is wrong."
+        case .configuration: "This app cannot sign in right now. Try again later, or contact the app's support."
+        case .denied: "The sign-in was denied."
+        case .expired: "The sign-in has expired. Sign in again."
         case .server: "The server is having trouble. Try again later."
         case .network: "Could not reach the server. Check your connection."
         case .loginInProgress: "A login is already in progress."
@@ -133,6 +173,9 @@ public enum LoginErrorMessage: Sendable, Hashable {
     var kind: String {
         switch self {
         case .login: "login"
+        case .configuration: "configuration"
+        case .denied: "denied"
+        case .expired: "expired"
         case .server: "server"
         case .network: "network"
         case .loginInProgress: "loginInProgress"

@@ -7,7 +7,8 @@ import LoginKit
 import LoginKitBrowserScript
 
 /// `loginkit-dev-server browse URL`: a scripted browser that signs in at an authorization URL, for
-/// `loginkit demo` and as `$BROWSER` (the URL is appended to the command).
+/// `loginkit demo` and as `$BROWSER` (LoginKit appends the `file://` URL of a page that leads to
+/// the authorization URL, which it follows as a browser would).
 ///
 /// It is `BrowserScript` (shared with LoginKitMocks' `TestBrowser`) over a `CurlHTTPClient`: it loads the URL, fills in and submits the
 /// sign-in form, reads each redirect's `Location` itself (nothing follows redirects automatically)
@@ -21,32 +22,39 @@ struct BrowseCommand: AsyncParsableCommand {
             password field, or a form asking for one text field only) and presses Sign in (or Deny), follows the redirects by reading their \
             Location, and loads the application's redirect URI. One line on stderr says how it went; \
             the exit status is 0 when the application answered the redirect with 200. As a browser for \
-            LoginKit: BROWSER="/path/to/loginkit-dev-server browse" (the URL is appended). The password \
+            LoginKit: BROWSER="/path/to/loginkit-dev-server browse" (LoginKit appends the file:// URL of a \
+            page that leads to the authorization URL, which this command follows). The password \
             is an argument, which other local users can read while it runs: use it with the dev \
             server's public users only.
             """
     )
 
-    @Argument(help: "The authorization URL (http to loopback, or https).") var url: String
+    @Argument(help: "The authorization URL (http to loopback, or https), or the file:// page LoginKit hands a browser instead.") var url: String
     @Option(help: "The user to sign in as.") var username = "demo"
     @Option(help: "The password (the dev server's demo password by default).") var password = "demo"
     @Flag(help: "Press Deny instead of signing in.") var deny = false
 
     func validate() throws {
-        guard URLParts(url) != nil else {
+        guard URLParts(url) != nil || url.lowercased().hasPrefix("file://") else {
             throw ValidationError("\"\(escapingControlCharacters(url))\" is not an absolute http(s) URL")
         }
     }
 
     func run() async throws {
-        let host = URLParts(url)?.authority ?? "?"
         let credentials = deny ? nil : (username: username, password: password)
         let attempt = deny ? "deny the sign-in" : "sign in as \(username)"
+        let start: String
+        do {
+            start = try BrowserScript.followingLocalPage(url)
+        } catch let failure as BrowserScript.Failure {
+            throw ToolFailure("scripted browser: \(failure.message)")
+        }
+        let host = URLParts(start)?.authority ?? "?"
         let status: Int
         do {
             status = try await CurlHTTPClient.withClient { (client: CurlHTTPClient) async throws -> Int in
                 var browser = BrowserScript(transport: client, credentials: credentials)
-                let redirect = try await browser.signIn(at: url)
+                let redirect = try await browser.signIn(at: start)
                 return try await BrowserScript.load(redirect, over: client).status
             }
         } catch let failure as BrowserScript.Failure {

@@ -62,7 +62,16 @@ final class PostgresStoreOpener: FleetStoreOpener {
         components.password = nil
         let location = components.string ?? "postgres://\(connection.host ?? "")"
         let (table, namespace) = (configuration.table, configuration.namespace)
-        return CommandLineStore(store: store, location: location, isSealed: store.isSealed) {
+        let kept = "kept \(configuration.quarantineRetention.components.seconds / 86_400) days; loginkit store quarantine list"
+        // The store's client runs until `shutdown()`, after the command: these closures may query it.
+        let quarantine = QuarantineAccess(
+            list: {
+                try await store.quarantinedRows().map {
+                    QuarantineAccess.Row(id: $0.id, name: $0.name, quarantinedAt: $0.quarantinedAt, reason: $0.reason)
+                }
+            },
+            purge: { ids in try await store.purgeQuarantinedRows(ids: ids) })
+        return CommandLineStore(store: store, location: location, isSealed: store.isSealed, quarantine: quarantine) {
             let quarantined = try await store.quarantinedRows()
             let names = Set(quarantined.map(\.name)).sorted().map { "\"\($0)\"" }.joined(separator: ", ")
             return [
@@ -70,7 +79,7 @@ final class PostgresStoreOpener: FleetStoreOpener {
                 .init(key: "namespace", label: "namespace", value: namespace),
                 .init(
                     key: "quarantined", label: "quarantined",
-                    value: quarantined.isEmpty ? "none" : "\(quarantined.count) row(s) of \(names) in loginkit_quarantine (kept for inspection)"),
+                    value: quarantined.isEmpty ? "none" : "\(quarantined.count) row(s) of \(names) in loginkit_quarantine (\(kept))"),
             ]
         }
     }

@@ -134,9 +134,47 @@ struct BrowserCLITests {
         }
     }
 
-    /// A denied sign-in exits 4 (credentials rejected); a forged `state` exits 7 (not the generic
-    /// exit 1). Either way nothing is exchanged and nothing stored.
-    @Test(arguments: [("--deny", Int32(4), "denied"), ("--forge-state", Int32(7), "state")])
+    /// No browser opens (`BROWSER=false`, or `--no-browser`) and standard input is already at its
+    /// end: nothing can be pasted, so the login ends at once (exit 1, saying why) instead of waiting
+    /// out its 600 s timeout (the time limit fails the test first).
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func noBrowserAndStandardInputAtItsEndEndTheLoginAtOnce(noBrowserFlag: Bool) async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                let path = directory + "/tokens.json"
+                let login = try await loginkit(
+                    ["login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--store", path, "--timeout", "600"]
+                        + (noBrowserFlag ? ["--no-browser"] : []),
+                    environment: noBrowserFlag ? [:] : ["BROWSER": "false"])
+                #expect(login.status == 1, "\(login.stderr)")
+                #expect(login.stderr.contains("no browser was opened and standard input is at its end"), "\(login.stderr)")
+                #expect(!login.stderr.contains("no browser sign-in within"))
+                #expect(try await loginkit(["status", "--store", path]).status == 3)
+                #expect(server.monitor.requestCount(path: "/oauth/token") == 0)
+            }
+        }
+    }
+
+    /// A response with another `state` reaching the loopback port first — another local process, or
+    /// a web page, racing the browser — is refused and said on stderr, and the login goes on to
+    /// complete with the real one: it neither ends the login (exit 7 once) nor is exchanged.
+    @Test func aForgedStateIsRefusedAndTheRealResponseStillSignsIn() async throws {
+        try await withTemporaryDirectory { directory in
+            try await DevServer.withServer { server in
+                let path = directory + "/tokens.json"
+                let login = try await loginkit(
+                    ["login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--store", path],
+                    environment: ["BROWSER": try Self.browser("--forge-state")])
+                #expect(login.status == 0, "\(login.stderr)")
+                #expect(login.stderr.contains("refused a sign-in response that does not carry this login's state"), "\(login.stderr)")
+                #expect(try await loginkit(["status", "--store", path]).status == 0)
+                #expect(server.monitor.requestCount(path: "/oauth/token") == 1, "only the real code is exchanged")
+            }
+        }
+    }
+
+    /// A denied sign-in exits 4 (credentials rejected), nothing exchanged and nothing stored.
+    @Test(arguments: [("--deny", Int32(4), "denied")])
     func aSignInThatDoesNotCompleteStoresNothing(browserFlag: String, exitCode: Int32, named: String) async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in

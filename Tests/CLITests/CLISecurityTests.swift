@@ -172,6 +172,31 @@ struct CLISecurityTests {
         }
     }
 
+    /// A password in `--store postgres://user:password@…` is refused (exit 2) by `loginkit` itself,
+    /// before `loginkit-fleet` would run with it on its argv: a stand-in `loginkit-fleet` beside a
+    /// copy of `loginkit` records whether it ran. The same URL in `LOGINKIT_STORE` is handed over.
+    @Test func aPasswordInTheStoreFlagIsRefusedBeforeLoginkitFleetRuns() async throws {
+        try await withTemporaryDirectory { directory in
+            let copy = directory + "/loginkit"
+            try FileManager.default.copyItem(atPath: try loginkitPath(), toPath: copy)
+            try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: copy)
+            let ran = directory + "/fleet-ran"
+            try writeExecutable("#!/bin/sh\ntouch '\(ran)'\nexit 42\n", to: directory + "/loginkit-fleet")
+            let password = "Db-Secret-\(UUID().uuidString)"
+            let url = "postgres://fleet:\(password)@127.0.0.1:9/db"
+            for arguments in [["status", "--store", url], ["logout", "--store=\(url)"]] {
+                let refused = try await loginkit(arguments, executable: copy)
+                #expect(refused.status == 2, "\(arguments[0]): \(refused.all)")
+                #expect(refused.stderr.contains("the --store URL holds a password"), "\(refused.stderr)")
+                #expect(!refused.all.contains(password))
+                #expect(!FileManager.default.fileExists(atPath: ran), "loginkit-fleet ran with the password on its argv")
+            }
+            let handedOver = try await loginkit(["status"], environment: ["LOGINKIT_STORE": url], executable: copy)
+            #expect(handedOver.status == 42, "\(handedOver.all)")
+            #expect(FileManager.default.fileExists(atPath: ran), "the stand-in for loginkit-fleet cannot tell")
+        }
+    }
+
     /// `--host` accepts only loopback addresses: the dev server's users and secrets stay local.
     @Test func theDevServerRefusesANonLoopbackHost() async throws {
         let run = try await loginkit(["dev-server", "--host", "0.0.0.0"])

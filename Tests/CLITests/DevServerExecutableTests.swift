@@ -69,21 +69,48 @@ struct DevServerExecutableTests {
         #expect(await child.exitStatus() == 0)
     }
 
-    /// `loginkit dev-server` without `loginkit-dev-server` on the `PATH` or beside it: exit 2, naming it.
+    /// `loginkit dev-server` without `loginkit-dev-server` beside it: exit 2, naming it — even with
+    /// one on the `PATH` (the build directory's), which is never run: only the companion installed
+    /// with `loginkit` is. (Run from the `PATH`, the server would read the end of its stdin and exit 0.)
     @Test func loginkitDevServerWithoutTheExecutableIsAUsageError() async throws {
         try await withTemporaryDirectory { directory in
             let copy = directory + "/loginkit"
             try FileManager.default.copyItem(atPath: try loginkitPath(), toPath: copy)
             try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: copy)
+            let onPath = URL(fileURLWithPath: try devServerPath()).deletingLastPathComponent().path
             let errors = try TestPipe()
             let process = try SpawnedProcess(
-                copy, ["dev-server", "--quiet"],
-                environment: ProcessInfo.processInfo.environment.merging(["PATH": directory + "/nothing-here"]) { $1 }, stdout: .null,
+                copy, ["dev-server", "--exit-on-stdin-eof", "--quiet"],
+                environment: ProcessInfo.processInfo.environment.merging(["PATH": onPath + ":/usr/bin:/bin"]) { $1 }, stdout: .null,
                 stderr: .descriptor(errors.writeEnd))
             close(errors.writeEnd)
             let stderr = String(decoding: await errors.readToEnd(), as: UTF8.self)
             #expect(await process.exitStatus() == 2)
-            #expect(stderr.contains("loginkit-dev-server was not found"), "\(stderr)")
+            #expect(stderr.contains("loginkit-dev-server was not found beside loginkit"), "\(stderr)")
+        }
+    }
+
+    /// `loginkit dev-server` runs the server without the variables that hold secrets: the server's
+    /// `/proc/PID/environ`, which the user's other processes may read, lacks them (a variable
+    /// without a secret is kept, which shows the check can read it).
+    @Test func loginkitDevServerWithholdsTheSecretVariables() async throws {
+        let secrets = [
+            "LOGINKIT_CLIENT_SECRET": "Client-Secret-\(UUID().uuidString)", "LOGINKIT_STORE_KEY": "Store-Key-\(UUID().uuidString)",
+            "PGPASSWORD": "Pg-Password-\(UUID().uuidString)", "LOGINKIT_STORE": "postgres://fleet:Store-Url-\(UUID().uuidString)@127.0.0.1/db",
+        ]
+        let child = try LoginKitTestSupport.ChildProcess(
+            try loginkitPath(), ["dev-server", "--quiet"], environment: secrets.merging(["LOGINKIT_TEST_KEPT": "kept"]) { $1 })
+        var lines = child.lines.makeAsyncIterator()
+        let line = await lines.next() ?? ""
+        let environ = (try? String(contentsOfFile: "/proc/\(child.process.pid)/environ", encoding: .utf8)) ?? ""
+        child.process.kill(.SIGTERM)
+        #expect(await child.waitForExit() == 0)
+        #expect(line.hasPrefix("issuer: http://127.0.0.1:"), "\(line)")
+        let variables = environ.split(separator: "\0").map(String.init)
+        try #require(variables.contains("LOGINKIT_TEST_KEPT=kept"), "the server's environment could not be read")
+        for (name, value) in secrets {
+            #expect(!variables.contains { $0.hasPrefix(name + "=") }, "\(name) reached the dev server")
+            #expect(!environ.contains(value), "\(name)'s value reached the dev server")
         }
     }
 

@@ -80,8 +80,9 @@ struct FleetStoreCLITests {
         }
     }
 
-    /// A corrupt row: `status` says where it goes, the next login sets it aside, `status` lists it.
-    @Test func aCorruptRowIsQuarantinedByTheNextLoginAndShownByStatus() async throws {
+    /// A corrupt row: `status` says where it goes, the next login sets it aside, `status` and
+    /// `store quarantine list` show it, `store quarantine purge --all` deletes it.
+    @Test func aCorruptRowIsQuarantinedByTheNextLoginShownAndPurged() async throws {
         let namespace = "cli-\(UUID().uuidString)"
         let store = ["--store", try storeURL(namespace: namespace), "--profile", "broken"]
         try await withTestStore(namespace: namespace) { store in
@@ -105,6 +106,38 @@ struct FleetStoreCLITests {
         #expect((fields["quarantined"] as? String)?.hasPrefix("1 row(s) of \"broken\"") == true, "\(after.stdout)")
         let kept = try await withTestStore(namespace: namespace) { store in try await store.quarantinedRows() }
         #expect(kept.map(\.name) == ["broken"])
+
+        // `store quarantine list` shows the row (never its payload); `purge --all` deletes it.
+        let listed = try await loginkit(["store", "quarantine", "list", "--json"] + store)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]], "\(listed.stdout)")
+        #expect(rows.map { $0["profile"] as? String } == ["broken"])
+        #expect((rows.first?["id"] as? Int).map { Int64($0) } == kept.first?.id)
+        #expect((rows.first?["quarantined_at"] as? String) != nil && (rows.first?["reason"] as? String) != nil)
+        let text = try await loginkit(["store", "quarantine", "list"] + store)
+        #expect(text.status == 0, "\(text.stderr)")
+        #expect(text.stdout.contains("  broken  "), "\(text.stdout)")
+        #expect(!listed.all.contains("garbage") && !text.all.contains("garbage"))
+
+        let purge = try await loginkit(["store", "quarantine", "purge", "--all"] + store)
+        #expect(purge.status == 0, "\(purge.stderr)")
+        #expect(purge.stderr.contains("Deleted 1 row(s) from the quarantine table."), "\(purge.stderr)")
+        let emptied = try await loginkit(["store", "quarantine", "list", "--json"] + store)
+        #expect(emptied.status == 0, "\(emptied.stderr)")
+        let remaining = try #require(try JSONSerialization.jsonObject(with: Data(emptied.stdout.utf8)) as? [Any], "\(emptied.stdout)")
+        #expect(remaining.isEmpty)
+    }
+
+    /// `store quarantine` reads a database's quarantine table: a file store, or a purge that says
+    /// neither `--all` nor `--id`, is a usage error.
+    @Test func storeQuarantineIsForPostgresStoresAndPurgeNamesItsRows() async throws {
+        try await withTemporaryDirectory { directory in
+            let file = try await loginkit(["store", "quarantine", "list", "--store", directory + "/tokens.json"])
+            #expect(file.status == 2)
+            #expect(file.stderr.contains("postgres://"), "\(file.stderr)")
+        }
+        let unnamed = try await loginkit(["store", "quarantine", "purge", "--store", try storeURL(namespace: "none")])
+        #expect(unnamed.status == 2, "\(unnamed.stderr)")
     }
 
     @Test func aPasswordOnTheCommandLineAndUnknownParametersAreUsageErrors() async throws {

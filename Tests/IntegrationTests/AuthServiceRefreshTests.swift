@@ -349,7 +349,93 @@ struct AuthServiceStoreFailureTests {
                 if case .storeFailed(let error) = event { reported = error; break }
             }
             #expect(reported?.code == .io)
+            #expect(service.unsavedRefresh?.code == .io)  // what the CLI asks, to say it loudly
             #expect(try await inner.profile(named: "default")?.credentials == old)
+        }
+    }
+
+    /// A store that cannot take a save (a full disk: every write in its directory fails with
+    /// `ENOSPC`) gets no refresh sent: the provider would retire the stored refresh token, and its
+    /// new one could not be kept, ending the session with this process. Without the check the
+    /// refresh reaches the provider, the save fails, and the fresh token is served in silence.
+    @Test func aStoreThatCannotTakeASaveGetsNoRefreshSent() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try IDTokenStore(path: directory + "/tokens.json")
+            try await withFixture(store: store) { fixture in
+                let service = fixture.service()
+                _ = try await service.logIn(for: demo, with: "demo")
+                let before = try #require(try await store.profile(named: "default"))
+                fixture.clock.advance(by: .seconds(3601))
+                fixture.server.monitor.reset()
+                StoreFileSystem.injectWriteFailure(ENOSPC, in: directory)
+                defer { StoreFileSystem.injectWriteFailure(nil, in: directory) }
+                let error = await thrown { try await service.validIDToken() }
+                let storeError = try #require(error as? TokenStoreError, "\(String(describing: error))")
+                #expect(storeError.code == .noSpace)
+                #expect(storeError.path == directory + "/tokens.json")
+                #expect(storeError.message.contains("no refresh was sent"))
+                #expect(fixture.tokenRequests == 0)
+                #expect(try await store.profile(named: "default") == before)
+                let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".tmp-") }
+                #expect(leftovers.isEmpty)
+            }
+        }
+    }
+
+    /// The same store with credentials still valid (in the window where callers wait for a
+    /// refresh): they are served, nothing is sent, and the host hears of the store's state.
+    @Test func aStoreThatCannotTakeASaveServesTheStillValidToken() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try IDTokenStore(path: directory + "/tokens.json")
+            try await withFixture(store: store) { fixture in
+                let service = fixture.service()
+                _ = try await service.logIn(for: demo, with: "demo")
+                let old = try #require(try await store.profile(named: "default")).credentials
+                fixture.clock.advance(by: .seconds(3600 - 30))
+                fixture.server.monitor.reset()
+                StoreFileSystem.injectWriteFailure(ENOSPC, in: directory)
+                defer { StoreFileSystem.injectWriteFailure(nil, in: directory) }
+                let events = service.events
+                #expect(try await service.validIDToken() == old.idToken)
+                #expect(fixture.tokenRequests == 0)
+                var reported: TokenStoreError?
+                for await event in events {
+                    if case .storeFailed(let error) = event { reported = error; break }
+                }
+                #expect(reported?.code == .noSpace)
+                #expect(service.unsavedRefresh == nil)  // nothing was refreshed: nothing is lost
+            }
+        }
+    }
+
+    /// The disk fills while the refresh is at the provider: the caller still gets the fresh token,
+    /// and the service keeps the save's error for the host to say loudly (the CLI: on stderr, with
+    /// a non-zero exit) — the provider has retired the refresh token the store still holds.
+    @Test func aDiskThatFillsDuringTheRefreshIsKeptForTheHostToReport() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try IDTokenStore(path: directory + "/tokens.json")
+            let clock = ManualClock()
+            let api = MockAuthAPI()
+            let expired = Credentials(
+                accessToken: "access-0", refreshToken: "refresh-0", tokenType: "Bearer",
+                expiresAt: clock.now.addingTimeInterval(-5), issuedAt: clock.now.addingTimeInterval(-3605))
+            try await store.save(StoredProfile(credentials: expired, source: api.source, userID: "alice"), as: "default")
+            let service = AuthService(api: api, store: store, clock: clock)
+            let events = service.events
+            let token = Task { try await service.validAccessToken() }
+            let refresh = await api.nextRefresh()  // the store passed its check: the refresh is out
+            StoreFileSystem.injectWriteFailure(ENOSPC, in: directory)
+            defer { StoreFileSystem.injectWriteFailure(nil, in: directory) }
+            refresh.resume(returning: Credentials(
+                accessToken: "access-1", refreshToken: "refresh-1", tokenType: "Bearer", expiresAt: clock.now.addingTimeInterval(3600)))
+            #expect(try await token.value == "access-1")
+            #expect(service.unsavedRefresh?.code == .noSpace)
+            var reported: TokenStoreError?
+            for await event in events {
+                if case .storeFailed(let error) = event { reported = error; break }
+            }
+            #expect(reported?.code == .noSpace)
+            #expect(try await store.profile(named: "default")?.credentials.refreshToken == "refresh-0")  // what the disk holds
         }
     }
 }

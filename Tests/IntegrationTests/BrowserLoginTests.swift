@@ -50,21 +50,39 @@ struct BrowserLoginTests {
         }
     }
 
-    @Test func aRedirectWithAnotherStateGetsAnErrorPageAndEndsTheLogin() async throws {
+    /// A request to the callback without this login's `state` — the browser's redirect rewritten by
+    /// an attacker, then one with no state at all — gets an error page and is reported; neither ends
+    /// the login nor is exchanged, and the real redirect, delivered afterwards, completes it.
+    @Test func aRedirectWithAnotherOrNoStateGetsAnErrorPageAndTheLoginWaitsForItsOwn() async throws {
         try await withFixture { fixture in
+            let genuine = LockedState<String?>(nil)
             let browser = TestBrowser(
                 transport: fixture.client,
-                rewriteRedirect: { replacingParameter("state", with: "forged-state", in: $0) })
-            let error = await thrown { try await login(fixture, launcher: browser).run() }
-            #expect((error as? LoginError)?.code == .stateMismatch, "\(String(describing: error))")
-            #expect((error as? LoginError)?.isForgedResponse == true)
-            #expect(fixture.tokenRequests == 0)
-            let page = try #require(browser.callbackPages.first)
-            #expect(page.status == 400)
-            #expect(!page.body.contains("forged-state"))
-            let redirect = try #require(browser.deliveredRedirects.first)
+                rewriteRedirect: { redirect in
+                    genuine.withLock { $0 = redirect }
+                    return replacingParameter("state", with: "forged-state", in: redirect)
+                })
+            let events = EventLog()
+            let browserLogin = login(fixture, launcher: browser)
+            async let outcome = browserLogin.run(onEvent: { events.record($0) })
+            await events.waitFor(.foreignResponseRefused)
+            let redirect = try #require(genuine.withLock { $0 })
             let code = try #require(parameter("code", in: redirect))
-            expectNoSecrets(in: browser.callbackPages, code: code)
+
+            let stateless = try #require(HTTPRequest(method: .get, url: replacingParameter("state", with: nil, in: redirect)))
+            let (refused, refusalPage) = try await fixture.client.send(stateless, body: nil)
+            #expect(refused.status.code == 400)
+            #expect(!String(decoding: refusalPage, as: UTF8.self).contains(code))
+            #expect(fixture.tokenRequests == 0, "nothing exchanged")
+
+            try await browser.deliver(redirect)
+            let credentials = try await outcome
+            #expect(credentials.accessToken != nil)
+            #expect(fixture.tokenRequests == 1)
+            #expect(browser.callbackPages.map(\.status).sorted() == [200, 400], "the forged one refused, the real one taken")
+            for page in browser.callbackPages { #expect(!page.body.contains("forged-state")) }
+            expectNoSecrets(in: browser.callbackPages, code: code, credentials: credentials)
+            #expect(events.all.contains(.foreignResponseRefused))
         }
     }
 
@@ -307,6 +325,11 @@ final class EventLog: Sendable {
             if case .waitingForBrowser(_, let redirectURI) = event { return redirectURI }
         }
         return ""
+    }
+
+    /// Waits for `event` (one waiter per log).
+    func waitFor(_ event: BrowserLoginEvent) async {
+        for await next in stream where next == event { return }
     }
 }
 

@@ -19,7 +19,8 @@ struct FaultCase: Sendable, CustomTestStringConvertible {
 
     static let all: [FaultCase] = [
         FaultCase(name: "delay past the timeout (8 s, client 5 s)", faults: [.delay(milliseconds: 8000)], expected: "NetworkError.timedOut", matches: network(.timedOut)),
-        // libcurl resends once on a fresh connection when a reused one dies: drop both.
+        // libcurl resends a login's request once on a fresh connection when a reused one dies: drop
+        // both. A refresh goes on a connection of its own and is never resent: the first drop ends it.
         FaultCase(name: "connection reset", faults: [.dropConnection, .dropConnection], expected: "NetworkError", matches: { $0 is NetworkError }),
         FaultCase(name: "HTTP 500", faults: [.status(500)], expected: "ServerError.unavailable", matches: server(.unavailable)),
         FaultCase(name: "HTTP 502 (HTML error page)", faults: [.htmlErrorPage(502)], expected: "ServerError.unavailable", matches: server(.unavailable)),
@@ -46,7 +47,10 @@ enum FaultOperation: String, Sendable, CaseIterable {
 
 /// Every fault of the matrix, for a login and for a refresh: the right typed error, the store
 /// byte-for-byte unchanged, in bounded time (the delay case ends by the client's own 5 s limit, as
-/// its `.timedOut` error shows; every case has a one-minute limit, so a hang fails it). With
+/// its `.timedOut` error shows; every case has a one-minute limit, so a hang fails it). A refresh
+/// whose answer may have been lost (the timeout, the dropped connection) changes one thing only: the
+/// profile's mark of it (`AuthService.lostAnswerAttribute`), which a later refusal of the refresh
+/// token reads to say why; its credentials stay byte for byte. With
 /// LOGINKIT_FAULT_REPORT set, each case appends a table row, with the time it took, to that file
 /// (`make reliability` puts the table in docs/reliability.md).
 @Suite(.timeLimit(.minutes(3)))
@@ -68,6 +72,9 @@ struct FaultMatrixTests {
                     _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
                     if operation == .refresh { try await expireStoredCredentials(in: store) }
                     let before = try Data(contentsOf: URL(fileURLWithPath: path))
+                    // Decoded from the file, as `after` below is (a date read back from the file may differ from
+                    // the one in memory in its last bit).
+                    let profileBefore = try await IDTokenStore(path: path, sealing: .none).profile(named: "default")
 
                     server.monitor.injectFaults(fault.faults, path: "/oauth/token")
                     let started = ContinuousClock.now  // for the report only
@@ -78,19 +85,26 @@ struct FaultMatrixTests {
                         }
                     }
                     let elapsed = ContinuousClock.now - started
-                    let unchanged = try Data(contentsOf: URL(fileURLWithPath: path)) == before
+                    var unchanged = try Data(contentsOf: URL(fileURLWithPath: path)) == before
+                    var marked = false
+                    if !unchanged, operation == .refresh, let after = try await IDTokenStore(path: path, sealing: .none).profile(named: "default") {
+                        var unmarked = after
+                        unmarked.attributes[AuthService.lostAnswerAttribute] = nil
+                        marked = after.attributes[AuthService.lostAnswerAttribute] != nil && unmarked == profileBefore
+                        unchanged = marked
+                    }
                     let matched = error.map(fault.matches) ?? false
 
                     #expect(matched, "\(fault.name), \(operation): expected \(fault.expected), got \(String(describing: error))")
                     #expect(unchanged, "\(fault.name), \(operation): the store changed")
                     #expect(!String(describing: error as Any).contains("demo\""), "no secret in the error")
-                    report(fault, operation, error: error, elapsed: elapsed, unchanged: unchanged, matched: matched)
+                    report(fault, operation, error: error, elapsed: elapsed, unchanged: unchanged, marked: marked, matched: matched)
                 }
             }
         }
     }
 
-    func report(_ fault: FaultCase, _ operation: FaultOperation, error: (any Error)?, elapsed: Duration, unchanged: Bool, matched: Bool) {
+    func report(_ fault: FaultCase, _ operation: FaultOperation, error: (any Error)?, elapsed: Duration, unchanged: Bool, marked: Bool, matched: Bool) {
         guard let file = ProcessInfo.processInfo.environment["LOGINKIT_FAULT_REPORT"] else { return }
         let kind = error.map { error -> String in
             let name = String(describing: type(of: error))
@@ -100,7 +114,8 @@ struct FaultMatrixTests {
             return name
         } ?? "no error"
         let milliseconds = Int(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
-        let line = "| \(fault.name) | \(operation.rawValue) | \(kind) | \(unchanged ? "unchanged" : "**changed**") | \(milliseconds) ms | \(matched && unchanged ? "pass" : "FAIL") |\n"
+        let store = marked ? "unchanged, answer lost marked" : unchanged ? "unchanged" : "**changed**"
+        let line = "| \(fault.name) | \(operation.rawValue) | \(kind) | \(store) | \(milliseconds) ms | \(matched && unchanged ? "pass" : "FAIL") |\n"
         let descriptor = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return }
         _ = line.utf8CString.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count - 1) }

@@ -47,10 +47,12 @@ struct CurlHTTPClientTests {
 
     /// The driver thread is woken only when it sleeps, once per sleep (`CurlDriver.State`). With
     /// its idle poll raised to an hour, a wake-up lost between "queue the work" and "go to sleep"
-    /// would hang this test (and the suite's time limit fails it) instead of costing a second.
+    /// would hang this test (and the suite's time limit fails it) instead of costing a second. The
+    /// total timeout is an hour too: the driver sleeps at most until the earliest deadline.
     @Test func everyRequestWakesASleepingDriver() async throws {
         var configuration = CurlHTTPClient.Configuration()
         configuration.idlePollMilliseconds = 3_600_000
+        configuration.totalTimeout = .seconds(3600)
         try await withServerAndClient(configuration: configuration) { server, client in
             let url = server.url("/test/status/200")
             // From the global executor: each request finds the thread asleep (or about to be).
@@ -541,7 +543,7 @@ struct CurlHTTPClientTests {
         let refusedOption = LockedState<NetworkError?>(nil)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let completion = Completion(exchange: exchange, continuation: continuation)
-            let submission = Submission(id: 1, url: url, bypassesProxy: true, request: request, body: nil, continuation: completion)
+            let submission = Submission(id: 1, url: url, bypassesProxy: true, request: request, body: nil, freshConnection: false, continuation: completion)
             let transfer = Transfer(submission: submission, handle: handle, configuration: driver.configuration)
             refusedOption.withLock { $0 = transfer.configure() }
             let accepted = driver.enqueue(.add(transfer))

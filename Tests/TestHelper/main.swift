@@ -15,8 +15,10 @@
 //                                         a browser for $BROWSER: TestBrowser signs in as demo/demo
 //                                         (or denies) at URL and delivers the redirect to the app
 //                                         (or prints it, to paste); --record appends the redirect to
-//                                         FILE; --forge-state replaces its state. Prints nothing else
-//                                         on stdout: a launcher's child shares the app's stdout.
+//                                         FILE; --forge-state first delivers a copy with another state
+//                                         (as another local process would), then the real one. URL may
+//                                         be the file:// page LoginKit hands a browser. Prints nothing
+//                                         else on stdout: a launcher's child shares the app's stdout.
 //   service-group <store>                 an AuthService under a ServiceGroup that stops on SIGTERM;
 //                                         prints "ready" once the group runs, "stopped" when it ended
 import Foundation
@@ -140,12 +142,13 @@ struct TestHelper {
         }
         let (action, forging, printing, recording) = (deny ? TestBrowser.Action.deny : .demo, forgeState, printRedirect, record)
         try await CurlHTTPClient.withClient { client in
-            let browser = TestBrowser(transport: client, action: action, rewriteRedirect: { forging ? Self.replacingState(in: $0) : $0 })
+            let browser = TestBrowser(transport: client, action: action)
             let redirect = try await browser.signIn(at: url)
             if let recording { append(redirect + "\n", to: recording) }
             if printing {
                 print(redirect)
             } else {
+                if forging { try await browser.deliver(Self.replacingState(in: redirect)) }
                 try await browser.deliver(redirect)
             }
         }

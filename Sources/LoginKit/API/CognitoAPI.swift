@@ -157,6 +157,8 @@ public struct CognitoAPI: AuthAPI, PrefersTaskExecutor {
     /// `RevokeToken` on the refresh token. Where the pool does not offer it (token revocation off
     /// for the client, or an emulator without it), falls back to `GlobalSignOut` with the access
     /// token, which also ends the user's other sessions.
+    /// Tokens the pool already refuses (`NotAuthorizedException`: revoked, or the user signed out
+    /// everywhere) count as revoked.
     @discardableResult
     public func revoke(_ credentials: Credentials) async throws -> Bool {
         try configuration.validate()
@@ -168,10 +170,19 @@ public struct CognitoAPI: AuthAPI, PrefersTaskExecutor {
                 && (error.status == 500 || error.providerError == "UnsupportedOperationException" || error.providerError == "UnsupportedTokenTypeException")
             {
                 // fall through to GlobalSignOut
+            } catch let error as LoginError where error.code == .refreshTokenRejected {
+                // NotAuthorizedException: the refresh token is already invalid at the provider
+                // (revoked, or the user signed out everywhere) — what revoking it was for (as an
+                // invalid token is answered 200 by RFC 7009 §2.2).
+                return true
             }
         }
         guard let accessToken = credentials.accessToken else { return false }
-        _ = try await call("GlobalSignOut", ["AccessToken": .string(accessToken)], refreshing: true)
+        do {
+            _ = try await call("GlobalSignOut", ["AccessToken": .string(accessToken)], refreshing: true)
+        } catch let error as LoginError where error.code == .refreshTokenRejected {
+            // NotAuthorizedException: the user's tokens are already signed out at the provider.
+        }
         return true
     }
 
@@ -198,7 +209,8 @@ public struct CognitoAPI: AuthAPI, PrefersTaskExecutor {
         let (response, json, _) = try await endpoint.send(
             configuration.serviceURL + "/", origin: .configuration(origin), method: .post,
             headers: [.contentType: "application/x-amz-json-1.1", target: "AWSCognitoIdentityProviderService.\(action)"],
-            body: Data(JSONValue.object(body).serialized.utf8)
+            body: Data(JSONValue.object(body).serialized.utf8),
+            carriesOneTimeCredential: refreshing && action == "InitiateAuth"
         )
         let status = response.status.code
         if (200..<300).contains(status) {

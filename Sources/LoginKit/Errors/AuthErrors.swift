@@ -58,8 +58,9 @@ public struct LoginError: LoginKitError {
         /// This app is below the minimum version the provider's policy allows: logins and
         /// refreshes are refused until it is upgraded. ``LoginError/upgradePolicy`` says what to show.
         public static let upgradeRequired = Code(.upgradeRequired)
-        /// A browser sign-in response's `state` is not this login's (RFC 6749 §10.12): it belongs to
-        /// another login, or someone forged it. The login ended without exchanging anything.
+        /// A pasted sign-in redirect's `state` is not this login's (RFC 6749 §10.12): it belongs to
+        /// another login, or someone forged it. Nothing was exchanged. (A request to the loopback
+        /// receiver without this login's `state` ends nothing: it is refused and the login waits.)
         public static let stateMismatch = Code(.stateMismatch)
         /// A browser sign-in response's `iss` is not the issuer the request went to, or it is
         /// missing although the provider advertises `authorization_response_iss_parameter_supported`

@@ -21,7 +21,8 @@ package protocol AuthorizationCodeAPI: AuthAPI {
 
 /// What an authorization request asks for besides what LoginKit always sends.
 public struct AuthorizationOptions: Sendable {
-    /// The scope; `nil` uses the API's configured scope.
+    /// The scope; `nil` uses the API's (`OAuth2API.Configuration.scope`, or the one chosen from
+    /// discovery when that is `nil`).
     public var scope: String?
     /// `login_hint`: the account to preselect (OIDC Core §3.1.2.1).
     public var loginHint: String?

@@ -23,12 +23,15 @@ package struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDe
     /// Whether the response must carry `iss` (the provider advertises
     /// `authorization_response_iss_parameter_supported`, RFC 9207 §3).
     package let requiresIssuerInResponse: Bool
+    /// The provider's `scopes_supported`, when its discovery lists them: an `invalid_scope`
+    /// response names them.
+    package let advertisedScopes: [String]?
 
     /// A request built by another ``AuthorizationCodeAPI`` implementation; the redirect is checked
     /// against its `state`, `issuer` and `nonce`, and `codeVerifier` redeems the code.
     package init(
         url: String, redirectURI: String, state: String, nonce: String?, codeVerifier: String, scope: String,
-        issuer: String, requiresIssuerInResponse: Bool
+        issuer: String, requiresIssuerInResponse: Bool, advertisedScopes: [String]? = nil
     ) {
         self.url = url
         self.redirectURI = redirectURI
@@ -38,6 +41,7 @@ package struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDe
         self.scope = scope
         self.issuer = issuer
         self.requiresIssuerInResponse = requiresIssuerInResponse
+        self.advertisedScopes = advertisedScopes
     }
 
     package var description: String {
@@ -51,21 +55,29 @@ package struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDe
 package enum CallbackOutcome: Sendable {
     /// Not a sign-in response at all (no `state`, `code` or `error`): it is ignored.
     case notACallback
+    /// Not this login's response: its `state` is missing or another one (another sign-in's
+    /// response, or a forgery). Nothing in it is read. The receiver answers it with an error page
+    /// and keeps waiting, so that whoever can reach the loopback port cannot end the login; a pasted
+    /// one is refused with this error (`LoginError` `.stateMismatch`).
+    case foreign(LoginError)
     /// The authorization code; `state` and `iss` held.
     case code(String)
-    /// The response is refused or reports an error; the login ends with this error.
+    /// This login's response (its `state` held), refused or reporting an error; the login ends with
+    /// this error.
     case failed(any Error)
 }
 
 extension AuthorizationRequest {
     /// Checks a callback's query string (`code=…&state=…&iss=…`, or `error=…`): first `state`, then
-    /// `iss` (RFC 9207 §2.4), and only then what it reports: a forged response never completes the
-    /// login, and ends it as a forgery, not with an error or a message of the forger's choosing.
+    /// `iss` (RFC 9207 §2.4), and only then what it reports. A response without this login's `state`
+    /// is ``CallbackOutcome/foreign(_:)``: it never completes the login, and neither ends it nor
+    /// carries a message of the sender's choosing. A response with this login's `state` but another
+    /// `iss` is this login's response mixed up with another issuer: it ends the login.
     package func outcome(ofCallbackQuery query: some StringProtocol) -> CallbackOutcome {
         let (fields, duplicates) = FormURLEncoding.decodeFields(query)
         guard fields["state"] != nil || fields["code"] != nil || fields["error"] != nil else { return .notACallback }
         guard let state = fields["state"], constantTimeEquals(state, self.state) else {
-            return .failed(
+            return .foreign(
                 LoginError(
                     .stateMismatch,
                     "the sign-in response does not carry this login's state: it belongs to another sign-in or was forged; start again"
@@ -91,7 +103,8 @@ extension AuthorizationRequest {
                 ))
         }
         if let error = fields["error"] {
-            return .failed(Self.authorizationError(error, description: fields["error_description"]))
+            let scopes = TokenEndpoint.ScopeContext(asked: scope.isEmpty ? nil : scope, advertised: advertisedScopes)
+            return .failed(Self.authorizationError(error, description: fields["error_description"], scopes: scopes))
         }
         guard let code = fields["code"], !code.isEmpty else {
             return .failed(ServerError(.malformedResponse, "the sign-in response has neither a code nor an error"))
@@ -99,15 +112,17 @@ extension AuthorizationRequest {
         return .code(code)
     }
 
-    /// The typed error for an authorization error response (RFC 6749 §4.1.2.1, OIDC Core §3.1.2.6).
-    static func authorizationError(_ error: String, description: String?) -> any Error {
+    /// The typed error for an authorization error response (RFC 6749 §4.1.2.1, OIDC Core §3.1.2.6);
+    /// an `invalid_scope` refusal names what `scopes` holds, when given.
+    static func authorizationError(_ error: String, description: String?, scopes: TokenEndpoint.ScopeContext? = nil) -> any Error {
         let code = printableExcerpt(error)
         let detail = description.map { ": " + printableExcerpt($0, limit: 200) } ?? ""
         switch error {
         case "access_denied":
             return LoginError(.accessDenied, "the sign-in was denied\(detail)", providerError: code)
         case "invalid_scope":
-            return LoginError(.invalidScope, "the requested scope was refused\(detail)", providerError: code)
+            return LoginError(
+                .invalidScope, scopes.map { $0.refusal(detail: detail) } ?? "the requested scope was refused\(detail)", providerError: code)
         case "unauthorized_client":
             return LoginError(
                 .unauthorizedClient, "this client may not use the authorization code flow\(detail)", providerError: code
@@ -157,6 +172,8 @@ package enum PastedRedirect {
                 .invalidRedirect, "that address carries no sign-in response; paste the address shown after signing in")
         case .code(let code):
             return code
+        case .foreign(let error):
+            throw error
         case .failed(let error):
             throw error
         }

@@ -7,14 +7,18 @@ import LoginKitHTTP
 /// A login binds the redirect receiver on `127.0.0.1` (an ephemeral port unless
 /// ``Configuration/listenAddresses`` says otherwise), builds a fresh request (new PKCE verifier,
 /// `state`, `nonce`), opens the browser through the launcher, and waits — at most
-/// ``Configuration/timeout`` on the service's clock — for the redirect. The response must carry this
-/// login's `state` and, where the provider promises it, its `iss`; only then is the code exchanged
-/// (with the verifier) and the ID token's `nonce` checked. The receiver is closed as soon as the wait
-/// ends, however it ends. When no browser can be opened, the URL goes out in an event and a pasted
+/// ``Configuration/timeout`` on the service's clock — for the redirect. A request without this
+/// login's `state` is not its response: it gets an error page and the wait goes on, so that nobody
+/// who can reach the port can end the login. The response must also carry, where the provider
+/// promises it, this login's `iss` (else the login ends); only then is the code exchanged (with the
+/// verifier) and the ID token's `nonce` checked. The receiver is closed as soon as the wait ends,
+/// however it ends. When no browser can be opened, the URL goes out in an event and a pasted
 /// redirect URL (``PasteReader``) is accepted, checked exactly as the receiver checks a callback.
 ///
 /// Concurrency contract: `Sendable`; each run is one independent login. Cancelling the task stops
-/// the receiver (the port is free when the login returns), the timeout and the launcher.
+/// the receiver (the port is free when the login returns), the timeout and the launcher. The
+/// launcher is cancelled whenever the login ends and awaited before `run` returns, so what it keeps
+/// for the browser (``SystemBrowserLauncher``'s page) is gone by then.
 public struct BrowserLogin: Sendable {
     /// Where to listen, what to ask for, how long to wait.
     public struct Configuration: Sendable {
@@ -63,12 +67,16 @@ public struct BrowserLogin: Sendable {
 
     /// Runs the login and returns the credentials, which it does not save.
     ///
+    /// A request to the redirect URI without this login's `state` is answered with an error page and
+    /// ignored (``BrowserLoginEvent/foreignResponseRefused``): the login goes on waiting for its own.
+    ///
     /// - Parameters:
-    ///   - onEvent: progress, in order; ``BrowserLoginEvent/waitingForBrowser(url:redirectURI:)``
-    ///     carries the URL to show ("If the browser does not open, visit: …").
+    ///   - onEvent: progress; ``BrowserLoginEvent/waitingForBrowser(url:redirectURI:)``
+    ///     carries the URL to show ("If the browser does not open, visit: …"). Called from the
+    ///     login's tasks, possibly two at once (a refused response while a paste is read).
     ///   - pastedRedirect: how to read a pasted redirect URL when no browser could be opened; `nil`
     ///     to wait for the receiver only.
-    /// - Throws: `LoginError` (`.stateMismatch`, `.issuerMismatch`, `.interactionTimedOut`,
+    /// - Throws: `LoginError` (`.stateMismatch` for a pasted redirect, `.issuerMismatch`, `.interactionTimedOut`,
     ///   `.cannotListen`, `.invalidConfiguration`; `.accessDenied` when the user denied),
     ///   `TokenVerificationError` (an ID token that does not verify or carries another `nonce`),
     ///   `ServerError`, `NetworkError`, `CancellationError`.
@@ -88,15 +96,26 @@ public struct BrowserLogin: Sendable {
         let path = String(
             redirect.pathAndQuery.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "/")
         let request = try await api.authorizationRequest(redirectURI: redirectURI, options: configuration.authorization)
+        // The receiver's thread never waits for the host: a refused response is only noted here, and
+        // reported from the login's own task. Refusals that come faster than they are reported
+        // count as one.
+        let (refusals, refusal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        defer { refusal.finish() }
         // Serving from now on, on the receiver's own thread: not when a task gets to run.
         try receiver.start(path: path) { query in
-            CallbackPage.reply(for: request.outcome(ofCallbackQuery: query))
+            let outcome = request.outcome(ofCallbackQuery: query)
+            if case .foreign = outcome { refusal.yield() }
+            return CallbackPage.reply(for: outcome)
         }
         onEvent(.waitingForBrowser(url: request.url, redirectURI: redirectURI))
 
         let code = try await withThrowingTaskGroup(of: String?.self, returning: String.self) { group in
             group.addTask {
                 try await receiver.result()
+            }
+            group.addTask {
+                for await _ in refusals { onEvent(.foreignResponseRefused) }
+                return nil
             }
             group.addTask {
                 try await clock.sleep(for: configuration.timeout)
@@ -150,6 +169,11 @@ public enum BrowserLoginEvent: Sendable, Hashable {
     case browserUnavailable(url: String, reason: String)
     /// A pasted text was not a redirect for this login (`reason`); the next paste is read.
     case pastedRedirectRejected(reason: String)
+    /// A request to the redirect URI did not carry this login's `state` — another sign-in's response,
+    /// or one sent by another program or a web page — so it was answered with an error page and
+    /// ignored; the login keeps waiting. Several such requests in quick succession may be reported
+    /// once. Tell the user: someone may be trying to sign them in to an account not theirs.
+    case foreignResponseRefused
     /// The redirect arrived and passed its checks; the code is being exchanged.
     case exchangingCode
 }

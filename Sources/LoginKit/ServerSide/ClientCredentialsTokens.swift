@@ -95,7 +95,9 @@ public final class ClientCredentialsTokens: Sendable {
         // fetched for less.
         let key = "\(name)\n\(minimumValidity.components.seconds).\(minimumValidity.components.attoseconds)"
         let credentials = try await flights.run(key) { [self] in
-            try await store.withExclusiveAccess(to: name) { transaction in
+            // Checked before the store is read: only valid targets' tokens are kept, in the store or in memory.
+            try target.validate()
+            return try await store.withExclusiveAccess(to: name) { transaction in
                 if let stored = transaction[name] {
                     try checkOwnership(of: stored, name: name, target: target)
                     if isFresh(stored.credentials, minimumValidity: minimumValidity), !wasInvalidated(stored.credentials.accessToken) {
@@ -144,7 +146,9 @@ public final class ClientCredentialsTokens: Sendable {
     /// A profile of this name holds this client's client-credentials token for this target, or
     /// it is not this object's to use or overwrite.
     private func checkOwnership(of stored: StoredProfile, name: String, target: TokenTarget) throws {
-        guard stored.source.isSameProvider(as: api.source), stored.attributes["grant"] == "client_credentials", TokenTarget(attributes: stored.attributes).cacheKey == target.cacheKey
+        // Keys compared byte for byte (the profile's name is the SHA-256 of the key's bytes).
+        guard stored.source.isSameProvider(as: api.source), stored.attributes["grant"] == "client_credentials",
+            TokenTarget(attributes: stored.attributes).cacheKey.utf8.elementsEqual(target.cacheKey.utf8)
         else {
             throw LoginRequiredError(
                 .sourceMismatch, profile: name,

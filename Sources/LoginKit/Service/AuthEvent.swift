@@ -13,7 +13,11 @@ public enum AuthEvent: Sendable {
     case loggedOut
     /// The provider rejected the refresh token; the profile was cleared and a login is required.
     case credentialsRejected
-    /// Fresh credentials could not be saved; callers still got them, but another process will not.
+    /// The store could not take a save. Either fresh credentials could not be saved: callers still
+    /// got them, but another process will not, and the provider has retired the refresh token the
+    /// store still holds (`AuthService` keeps the error until a refresh is saved again). Or the
+    /// store was found unable to save before a refresh, which was then not sent: callers got the
+    /// still-valid credentials.
     case storeFailed(TokenStoreError)
 }
 

@@ -24,7 +24,7 @@ extension AuthService {
     ///     the URL to show in case the browser does not open. ``events`` reports it too.
     ///   - pastedRedirect: reads a pasted redirect URL when no browser can be opened.
     /// - Throws: `LoginError` (`.loginInProgress`; `.invalidConfiguration` when the API has no
-    ///   authorization endpoint; `.stateMismatch`, `.issuerMismatch`, `.interactionTimedOut`,
+    ///   authorization endpoint; `.stateMismatch` (a pasted redirect of another login), `.issuerMismatch`, `.interactionTimedOut`,
     ///   `.cannotListen`; `.accessDenied`; `.upgradeRequired`), `TokenVerificationError`,
     ///   `ServerError`, `NetworkError`, `TokenStoreError`, `CancellationError` (the listener is closed).
     public func logInWithBrowser(

@@ -114,7 +114,8 @@ extension AuthService {
     /// Fails before any credentials are sent when the store could not keep what the provider
     /// would issue (unsafe permissions, a sealed file without its key, a directory it cannot use).
     func checkStoreIsUsable() async throws {
-        try await store.withExclusiveAccess(to: profileName) { _ in }
+        // A login exchanges a one-time credential (a password, a code): its result must be savable.
+        try await store.withExclusiveAccess(to: profileName) { try $0.checkCanSave() }
     }
 
     /// Saves a login's credentials, reports it and returns its user. When a logout began meanwhile

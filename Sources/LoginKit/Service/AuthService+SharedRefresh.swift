@@ -119,14 +119,38 @@ extension AuthService {
     enum Outcome: Sendable {
         case refreshed(Credentials)
         case tookStored(Credentials)
-        case rejected
+        /// The provider refused the refresh token; `lostAnswerAt`: the profile's mark of an
+        /// earlier refresh whose answer was lost (``lostAnswerAttribute``), when it has one.
+        case rejected(lostAnswerAt: String?)
         case keptOld(Credentials)
+        /// The answer to the refresh may have been lost after the provider acted on it, so the
+        /// refresh token was not sent again: the error to throw, and the credentials read under
+        /// the lock (served instead while they are valid).
+        case answerLost(any Error, Credentials)
+    }
+
+    /// The profile attribute that marks a refresh whose answer was lost (a timeout or a dropped
+    /// connection after the request left, or a refresh cancelled while it waited): the time, in
+    /// seconds since 1970. A refusal of the refresh token that follows then says why it may have
+    /// come; the next saved refresh removes it.
+    package static let lostAnswerAttribute = "refresh_answer_lost_at"
+
+    /// What ``unsavedRefresh`` holds: the save that failed after the last refresh.
+    ///
+    /// The refresh's fresh credentials are handed out from memory, but the provider has retired the
+    /// refresh token the store still holds: the session ends with this process (another process,
+    /// or this one after a restart, will have to log in again). `nil` again once a refresh was
+    /// saved. A short-lived program (the CLI) asks after its token call and says so loudly.
+    package nonisolated var unsavedRefresh: TokenStoreError? {
+        unsavedRefreshError.withLock { $0 }
     }
 
     /// Under the store's lock: re-read; if another task or process already refreshed, take that;
-    /// else refresh (with retries) and save before anyone gets the new credentials.
+    /// else check that the store can take the save, refresh (with retries) and save before anyone
+    /// gets the new credentials.
     private func performRefresh(firstSeen: StoredProfile, decision: RefreshDecision, epoch: UInt64) async throws -> Credentials {
         var saved: StoredProfile?
+        var refusedSave = false
         let outcome: Outcome
         let savedStamp: UInt64?
         do {
@@ -136,33 +160,61 @@ extension AuthService {
                     return .tookStored(stored.credentials)  // someone else refreshed meanwhile
                 }
                 try checkSource(of: stored)
+                if stored.credentials.refreshToken != nil {
+                    // The provider retires the refresh token it is sent: a store that cannot keep
+                    // the new one would end the session with this process. Nothing is sent then.
+                    do {
+                        try transaction.checkCanSave()
+                    } catch {
+                        refusedSave = true
+                        throw error
+                    }
+                }
                 try await checkGate()
                 switch try await refreshRetrying(stored) {
                 case .refreshed(var credentials):
                     try Self.checkSameSubject(credentials, replacing: stored.credentials)
                     credentials.issuedAt = clock.now  // received now: the APIs carry the old stamp over
                     stored.credentials = credentials
+                    stored.attributes[Self.lostAnswerAttribute] = nil
                     stored.updatedAt = clock.now
                     transaction[profileName] = stored  // saved before any caller sees it (rotation-safe)
                     saved = stored
                     return .refreshed(credentials)
-                case .rejected:
+                case .rejected(let lostAnswerAt):
                     transaction[profileName] = nil
-                    return .rejected
+                    return .rejected(lostAnswerAt: lostAnswerAt)
+                case .answerLost(let error, let credentials):
+                    // Kept, and marked: a later refusal of this refresh token says why it may come.
+                    stored.attributes[Self.lostAnswerAttribute] = String(Int64(clock.now.timeIntervalSince1970))
+                    transaction[profileName] = stored
+                    return .answerLost(error, credentials)
                 case let other:
                     return other
                 }
             }
         } catch let error as TokenStoreError {
             if let saved {
-                // The refreshed credentials are what callers get, even unsaved: they are the last known.
+                // The refreshed credentials are what callers get, even unsaved: they are the last
+                // known. The provider retired the stored refresh token, so this is said loudly.
                 let held = HeldProfile(saved)
                 machine.withLock { $0.refreshSaved(held, stamp: nil, startedIn: epoch) }
-                logger.error("the refreshed credentials could not be saved; serving them anyway", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+                unsavedRefreshError.withLock { $0 = error }
+                logger.error(
+                    "the refreshed credentials could not be saved; serving them from memory, and the session ends with this process",
+                    metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
                 eventBroadcaster.emit(.storeFailed(error))  // the caller still gets the fresh token
                 return saved.credentials
             }
-            if [.lockFailed, .lockTimedOut].contains(error.code), let expiry = decision.kind.expiry(of: firstSeen.credentials), expiry > clock.now {
+            let stillValid = decision.kind.expiry(of: firstSeen.credentials).map { $0 > clock.now } ?? false
+            if refusedSave, stillValid {
+                logger.warning(
+                    "the store cannot take a save; no refresh was sent, serving the still-valid credentials",
+                    metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+                eventBroadcaster.emit(.storeFailed(error))
+                return firstSeen.credentials
+            }
+            if [.lockFailed, .lockTimedOut].contains(error.code), stillValid {
                 logger.warning("the store's lock could not be taken; serving the still-valid credentials", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
                 return firstSeen.credentials
             }
@@ -177,6 +229,7 @@ extension AuthService {
                 let held = HeldProfile(saved)
                 machine.withLock { $0.refreshSaved(held, stamp: savedStamp, startedIn: epoch) }
             }
+            unsavedRefreshError.withLock { $0 = nil }
             logger.debug("refreshed", metadata: logMetadata)
             eventBroadcaster.emit(.refreshed)
             return credentials
@@ -186,11 +239,47 @@ extension AuthService {
         case .keptOld(let credentials):
             logger.warning("refreshing keeps failing; serving the old credentials while they are valid", metadata: logMetadata)
             return credentials
-        case .rejected:
+        case .answerLost(let error, let credentials):
+            if !(error is CancellationError), let expiry = decision.kind.expiry(of: credentials), expiry > clock.now {
+                logger.warning(
+                    "the refresh's answer was lost and its refresh token is not sent again; serving the still-valid credentials",
+                    metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+                return credentials
+            }
+            logger.warning("the refresh's answer was lost; its refresh token is not sent again", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+            throw error
+        case .rejected(let lostAnswerAt):
             logger.notice("the provider rejected the refresh token; the profile needs a new login", metadata: logMetadata)
             eventBroadcaster.emit(.credentialsRejected)
-            throw LoginRequiredError(.credentialsRejected, profile: profileName, "the provider rejected the stored credentials; log in again")
+            throw LoginRequiredError(.credentialsRejected, profile: profileName, Self.rejectionMessage(lostAnswerAt: lostAnswerAt, now: clock.now))
         }
+    }
+
+    /// Why the stored credentials were refused, and what to do. After a refresh whose answer was
+    /// lost (the profile's mark), the refusal most likely comes from it: the provider acted on that
+    /// request, replaced the refresh token, and now refuses the one the store kept.
+    static func rejectionMessage(lostAnswerAt mark: String?, now: Date) -> String {
+        guard let mark, let seconds = Int64(mark) else {
+            return "the provider rejected the stored credentials; log in again"
+        }
+        let ago = max(0, Int64(now.timeIntervalSince1970) - seconds)
+        return "the provider rejected the stored refresh token: the answer to an earlier refresh was lost \(ago) s ago (a timeout, a dropped connection, or a process stopped or interrupted while it waited), after which the provider had most likely replaced that token; log in again"
+    }
+
+    /// Whether the provider may have received the request that failed with `error`, and acted on
+    /// it: a timeout or a lost connection, unless the transport knows that nothing was sent.
+    static func mayHaveReachedProvider(_ error: NetworkError) -> Bool {
+        (error.code == .timedOut || error.code == .connectionLost) && error.requestSent != false
+    }
+
+    /// `error`, saying that the refresh's answer was lost and its refresh token not sent again.
+    static func lostAnswer(_ error: NetworkError) -> NetworkError {
+        var lost = NetworkError(
+            error.code,
+            "the answer to the token refresh was lost (\(error.message)); the provider may have acted on it and replaced the refresh token, so it was not sent again. Try again; if the provider then refuses it, log in again",
+            transportCode: error.transportCode, underlying: error)
+        lost.requestSent = error.requestSent
+        return lost
     }
 
     /// The store's exclusive access to this profile; with a store that has change stamps, also the
@@ -235,6 +324,14 @@ extension AuthService {
     /// Calls the API, retrying what the configuration's `RetryPolicy` says (transient failures,
     /// with jittered exponential backoff that honours `Retry-After`, bounded). A rejected refresh
     /// token is re-read from the store first: another process may have rotated it.
+    ///
+    /// A refresh token is never sent again after a failure that may have reached the provider (a
+    /// timeout or a lost connection once the request had left, ``mayHaveReachedProvider(_:)``): a
+    /// provider that rotates refresh tokens may have acted on it, and one with reuse detection
+    /// revokes the whole family when it sees the retired token again. The store is re-read (another
+    /// process may have rotated it: then theirs is taken); otherwise the answer is lost
+    /// (`.answerLost`: the profile is kept and marked, and the caller is told). So is a refresh
+    /// cancelled while it waited (the refresh's deadline, a logout).
     private func refreshRetrying(_ stored: StoredProfile) async throws -> Outcome {
         let policy = configuration.retryPolicy
         var attempt = 0
@@ -253,9 +350,18 @@ extension AuthService {
                 {
                     return .tookStored(current.credentials)  // rotated elsewhere: theirs is the live one
                 }
-                return .rejected
+                return .rejected(lostAnswerAt: stored.attributes[Self.lostAnswerAttribute])
             } catch let error as LoginRequiredError {
                 throw LoginRequiredError(error.code, profile: profileName, error.message, underlying: error.underlying)
+            } catch let error as NetworkError where stored.credentials.refreshToken != nil && Self.mayHaveReachedProvider(error) {
+                if let current = try await store.profile(named: profileName),
+                    current.credentials.refreshToken != stored.credentials.refreshToken
+                {
+                    return .tookStored(current.credentials)  // rotated elsewhere: theirs is the live one
+                }
+                return .answerLost(Self.lostAnswer(error), stored.credentials)
+            } catch is CancellationError where stored.credentials.refreshToken != nil {
+                return .answerLost(CancellationError(), stored.credentials)
             } catch {
                 let decision = policy.decision(
                     after: error, attempt: attempt, credentialsStillValidUntil: stored.credentials.expiresAt, now: clock.now,

@@ -181,10 +181,24 @@ extension AuthService {
     /// actor, so that the waiters of a storm go on together instead of one actor turn each), and a
     /// refresh may have brought no new token of the kind asked (no new ID token) or one that has
     /// already expired.
+    ///
+    /// Credentials that were valid when they arrived (their `issuedAt`, stamped on receipt) and
+    /// have expired since were held up on their way — a save retried or waiting for the store, a
+    /// process stopped — while the session is healthy: that is the store's failure (its own error
+    /// when the save failed), never "log in again", which would send a needless login.
     nonisolated(nonsending) func awaitRefresh(_ flight: Flight<SharedCredentials>, kind: TokenKind, startedIn epoch: UInt64) async throws -> SharedCredentials {
         let shared = try await flight.wait()
         guard machine.withLock({ $0.mayHandOut(startedIn: epoch) }) else { throw loggedOut() }
-        if let expiry = shared.expiry(of: kind), expiry <= clock.now {
+        let now = clock.now
+        if let expiry = shared.expiry(of: kind), expiry <= now {
+            if let received = shared.credentials.issuedAt, expiry > received {
+                if let unsaved = unsavedRefresh { throw unsaved }
+                let lifetime = Int(min(expiry.timeIntervalSince(received), 1e9).rounded(.down))
+                let late = Int(min(now.timeIntervalSince(received), 1e9).rounded(.up))
+                throw TokenStoreError(
+                    .unavailable, path: storeLocation,
+                    "the refreshed credentials were valid for \(lifetime) s when they arrived, and had expired when the refresh ended \(late) s later: saving them in the store (\(storeLocation)) took too long. The session itself is fine; try again, and check the store if this repeats")
+            }
             throw LoginRequiredError(
                 .cannotRefresh, profile: profileName,
                 kind == .idToken
@@ -192,6 +206,11 @@ extension AuthService {
                     : "the provider's refresh brought credentials that have already expired; log in again")
         }
         return shared
+    }
+
+    /// Where the store is, for messages: the file store's path, else the kind of store.
+    nonisolated var storeLocation: String {
+        (store as? IDTokenStore)?.path ?? "\(type(of: store))"
     }
 
     nonisolated func loggedOut() -> LoginRequiredError {

@@ -22,6 +22,9 @@ import Darwin
 ///   directory must not be a symbolic link (links higher up its path are followed).
 /// - ``withExclusiveAccess(_:)`` holds an in-process lock and an advisory `flock` on `<path>.lock`
 ///   (never deleted), and re-reads the file once it holds them: tasks and processes take turns.
+///   Before a refresh, `AuthService` asks it whether a save would go through (room on the file
+///   system, a real write and flush of a file the store's size in its directory): when the new
+///   refresh token could not be kept, no refresh is sent.
 /// - Reads are served from memory; before a profile is returned the file's inode, mtime and size
 ///   are compared, so a change by another process is noticed. (`AuthService`'s cached path checks
 ///   at most once per 10 ms: docs/refresh.md.)
@@ -55,6 +58,8 @@ public actor IDTokenStore: TokenStore {
     /// Moves on with every load that starts and every write: a load that suspended on a key
     /// provider stores what it read only when nothing newer was read or written meanwhile.
     private var cacheEpoch: UInt64 = 0
+    /// A migration is reading the file: it may read a plain file although the store seals.
+    private var isMigrating = false
     /// What ``changeStamp()`` answers from, without a hop onto this actor.
     nonisolated let fileWatch: StoreFileWatch
 
@@ -154,7 +159,12 @@ public actor IDTokenStore: TokenStore {
             try prepareDirectory()
             let lock = try await FileLock.acquire(lockFile, timeout: lockTimeout)
             do {
-                let read = try await currentFile()
+                isMigrating = true
+                let read: FileContents
+                do {
+                    defer { isMigrating = false }
+                    read = try await currentFile()
+                }
                 let profiles = read.profiles
                 let before = read.sealing
                 var destination = target
@@ -195,6 +205,8 @@ public actor IDTokenStore: TokenStore {
                 let (profiles, read, recovered) = try await readForUpdate()
                 var transaction = TokenStoreTransaction(profiles: profiles)
                 transaction.recoveredFrom = recovered
+                let path = self.path
+                transaction.saveCheck = { () throws(TokenStoreError) in try StoreFileSystem.checkCanWrite(path) }
                 let result = try await body(&transaction)
                 if transaction.hasChanges || (recovered != nil && !transaction.profiles.isEmpty) {
                     // A key is looked up or made only for a write, still under the lock.
@@ -284,6 +296,14 @@ public actor IDTokenStore: TokenStore {
         }
         try StoreFileSystem.checkStoreDirectory(directory)
         let header = try StoreFormat.header(bytes, path: path)
+        // A store sealed with a key its user gave reads no plain file: whoever put one there would
+        // choose the issuer, endpoints and client its next refresh trusts, which the key's
+        // authentication would otherwise rule out. `migrate(to:)` alone reads one, to seal it.
+        if header.sealed == nil, keys.sealsWithGivenKey, !isMigrating {
+            throw TokenStoreError(
+                .corrupt, path: path,
+                "\(path) is not sealed, but this store seals with a key; it is not read — it is kept, and the next save moves it aside (to seal an existing plain store, run its migration: `loginkit store migrate`)")
+        }
         // Only a sealed file needs a key, and its header says whose (a provider may be asked: the
         // actor may take other calls meanwhile, which read the file again themselves).
         var sealing = header.sealed == nil

@@ -1,3 +1,4 @@
+import LoginKitHTTP
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -30,7 +31,33 @@ package enum StoreFileSystem {
     }
 
     static func ioError(_ action: String, _ path: String, _ code: Int32 = errno) -> TokenStoreError {
-        TokenStoreError(.io, path: path, "could not \(action) \(path): \(errnoText(code))", errno: code)
+        if code == ENOSPC || code == EDQUOT {
+            return TokenStoreError(
+                .noSpace, path: path, "could not \(action) \(path): \(errnoText(code)); free space on its file system (or raise the quota)", errno: code)
+        }
+        return TokenStoreError(.io, path: path, "could not \(action) \(path): \(errnoText(code))", errno: code)
+    }
+
+    /// Failures tests inject into the writes in a directory, by directory path: the `errno` every
+    /// write of a file there then fails with. Empty outside tests.
+    private static let injectedWriteFailures = LockedState<[String: Int32]>([:])
+
+    /// For tests: every write of a file in `directory` (the store's, and the save check's) fails
+    /// with `code` from now on, as on a full disk (`ENOSPC`); `nil` ends it. Each test uses a
+    /// temporary directory of its own, so tests running at the same time do not meet.
+    package static func injectWriteFailure(_ code: Int32?, in directory: String) {
+        injectedWriteFailures.withLock { $0[directory] = code }
+    }
+
+    /// The `errno` a write in `directory` fails with when a test injected one (one lock and an
+    /// empty-dictionary check otherwise).
+    private static func injectedWriteFailure(in directory: String) -> Int32? {
+        injectedWriteFailures.withLock { $0.isEmpty ? nil : $0[directory] }
+    }
+
+    /// `writeAll`, unless a test injected a failure for `directory`.
+    private static func writeUnlessInjected(_ bytes: [UInt8], to descriptor: Int32, in directory: String) -> Int32 {
+        injectedWriteFailure(in: directory) ?? writeAll(bytes, to: descriptor)
     }
 
     /// The identity of `path`, or `nil` when it does not exist.
@@ -198,6 +225,27 @@ package enum StoreFileSystem {
     /// of the directory. A crash at any instant leaves the old file or the new one.
     static func writeAtomically(_ bytes: [UInt8], to path: String) throws(TokenStoreError) {
         let directory = parentDirectory(of: path)
+        let (descriptor, temporary) = try createTemporaryFile(for: path)
+        var closed = false
+        defer { if !closed { close(descriptor) } }
+        do throws(TokenStoreError) {
+            let failure = writeUnlessInjected(bytes, to: descriptor, in: directory)
+            guard failure == 0 else { throw ioError("write", temporary, failure) }
+            guard fsync(descriptor) == 0 else { throw ioError("flush", temporary) }
+            closed = true
+            guard close(descriptor) == 0 else { throw ioError("close", temporary) }
+            guard rename(temporary, path) == 0 else { throw ioError("replace", path) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        try syncDirectory(directory)
+    }
+
+    /// A new `0600` temp file beside `path` (`O_CREAT|O_EXCL`, never through a link), named so that
+    /// ``removeStaleTemporaryFiles(for:)`` sweeps it if its writer dies: its descriptor and path.
+    private static func createTemporaryFile(for path: String) throws(TokenStoreError) -> (Int32, String) {
+        let directory = parentDirectory(of: path)
         let name = path[path.index(after: path.lastIndex(of: "/") ?? path.startIndex)...]
         var suffix = UInt64.random(in: 0...UInt64.max)
         var temporary = ""
@@ -209,20 +257,57 @@ package enum StoreFileSystem {
             suffix = UInt64.random(in: 0...UInt64.max)
         }
         guard descriptor >= 0 else { throw ioError("create a temporary file in", directory) }
-        var closed = false
-        defer { if !closed { close(descriptor) } }
-        do throws(TokenStoreError) {
-            let failure = writeAll(bytes, to: descriptor)
-            guard failure == 0 else { throw ioError("write", temporary, failure) }
-            guard fsync(descriptor) == 0 else { throw ioError("flush", temporary) }
-            closed = true
-            guard close(descriptor) == 0 else { throw ioError("close", temporary) }
-            guard rename(temporary, path) == 0 else { throw ioError("replace", path) }
-        } catch {
-            unlink(temporary)
-            throw error
+        return (descriptor, temporary)
+    }
+
+    /// Checks that a save of the store at `path` would go through now, before work whose result
+    /// must be saved or is lost (a refresh: the provider retires the refresh token it is sent).
+    /// Two checks: room on the file system for the new file beside the old one (`statvfs`: twice
+    /// the current file plus 64 KiB, counting the blocks reserved for root when running as root),
+    /// and a real write — a temp file as the atomic write makes it, filled to the store's size
+    /// (at least 4 KiB), flushed, then removed. `access(W_OK)` is not enough: it says yes to root
+    /// on a directory whose mode forbids writing, and knows nothing of a full disk or a quota.
+    /// Call holding the store's lock (the temp file is swept like a crashed writer's otherwise).
+    ///
+    /// - Throws: `TokenStoreError` `.noSpace` (full file system or quota) or `.io` (no write
+    ///   access, a read-only file system, …), naming the store and saying that nothing was sent.
+    static func checkCanWrite(_ path: String) throws(TokenStoreError) {
+        let directory = parentDirectory(of: path)
+        let current = try identity(of: path)
+        let size = max(0, Int(current?.size ?? 0))
+        func refused(_ error: TokenStoreError) -> TokenStoreError {
+            TokenStoreError(
+                error.code, path: path,
+                "the store \(path) cannot take a save now, so no refresh was sent (the provider would retire the stored refresh token, and its new one could not be kept): \(error.message)",
+                errno: error.errno)
         }
-        try syncDirectory(directory)
+        var info = statvfs()
+        if statvfs(directory, &info) == 0 {
+            let blockSize = UInt64(info.f_frsize > 0 ? info.f_frsize : info.f_bsize)
+            let blocks = UInt64(geteuid() == 0 ? info.f_bfree : info.f_bavail)
+            let (available, overflow) = blocks.multipliedReportingOverflow(by: blockSize)
+            let needed = UInt64(size) * 2 + 64 * 1024
+            if !overflow, available < needed {
+                throw refused(TokenStoreError(
+                    .noSpace, path: directory,
+                    "\(directory) has \(available / 1024) KiB free, and a save needs \(needed / 1024) KiB; free space on its file system",
+                    errno: ENOSPC))
+            }
+        }
+        let created: (Int32, String)
+        do throws(TokenStoreError) {
+            created = try createTemporaryFile(for: path)
+        } catch {
+            throw refused(error)
+        }
+        let (descriptor, temporary) = created
+        defer {
+            close(descriptor)
+            unlink(temporary)
+        }
+        let failure = writeUnlessInjected([UInt8](repeating: 0, count: max(size, 4096)), to: descriptor, in: directory)
+        guard failure == 0 else { throw refused(ioError("write", temporary, failure)) }
+        guard fsync(descriptor) == 0 else { throw refused(ioError("flush", temporary)) }
     }
 
     /// Removes temp files a crashed writer left behind. Only call while holding the store's lock:

@@ -104,6 +104,7 @@ public struct TokenStoreTransaction: Sendable {
     package mutating func scoped<T>(to name: String, store: String, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
         var scoped = TokenStoreTransaction(profiles: self[name].map { [name: $0] } ?? [:], scope: name)
         scoped.recoveredFrom = recoveredFrom
+        scoped.saveCheck = saveCheck
         let result = try await body(&scoped)
         try scoped.checkScope(store: store)
         self[name] = scoped[name]
@@ -127,6 +128,19 @@ public struct TokenStoreTransaction: Sendable {
 
     /// Whether anything changed since the transaction began.
     public var hasChanges: Bool { profiles != original }
+
+    /// The store's check that a save would go through now, when it can tell (`IDTokenStore`: room
+    /// and write access in its directory); `nil` for stores that cannot.
+    var saveCheck: (@Sendable () throws(TokenStoreError) -> Void)?
+
+    /// Throws when the store already knows that saving this transaction would fail: called before
+    /// work whose result must be saved or is lost (a refresh, whose new refresh token replaces the
+    /// old one at the provider). Does nothing for stores that cannot tell.
+    ///
+    /// - Throws: `TokenStoreError` naming the store and why (`.noSpace`, `.io`, …).
+    func checkCanSave() throws(TokenStoreError) {
+        try saveCheck?()
+    }
 
     /// The profile named `name`.
     public subscript(name: String) -> StoredProfile? {

@@ -10,7 +10,7 @@ public struct TokenStoreError: LoginKitError {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case insecurePermissions, wrongOwner, corrupt, unsupportedVersion, sealedWithoutKey
-            case wrongKey, invalidKey, keyUnavailable, io, lockFailed, lockTimedOut, unavailable, conflict, outOfScope
+            case wrongKey, invalidKey, keyUnavailable, io, noSpace, lockFailed, lockTimedOut, unavailable, conflict, outOfScope
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -35,6 +35,10 @@ public struct TokenStoreError: LoginKitError {
         public static let keyUnavailable = Code(.keyUnavailable)
         /// A system call failed (the message has the errno text).
         public static let io = Code(.io)
+        /// The file system that holds the store is full, or the user's quota is spent: a save
+        /// failed, or would (`AuthService` then sends no refresh: the refresh token it would retire
+        /// could not be replaced on disk).
+        public static let noSpace = Code(.noSpace)
         /// The lock file could not be opened or locked.
         public static let lockFailed = Code(.lockFailed)
         /// The lock stayed held by another process for longer than the store waits (the message

@@ -17,10 +17,11 @@ struct ExchangeCommand: AsyncParsableCommand {
         commandName: "exchange",
         abstract: "Exchange a token for one for another audience, resource or scope (RFC 8693).",
         discussion: """
-            The subject token comes from standard input (--subject-token -), never a flag value; an \\
-            actor token (delegation) from a file of the user's own. The client authenticates as for \\
-            `login`: $LOGINKIT_CLIENT_SECRET, or --private-key. Prints the issued token and a newline, \\
-            or with --json its type and expiry too.
+            The subject token comes from standard input (--subject-token -), never a flag value; an \
+            actor token (delegation) from a file of the user's own. The client authenticates as for \
+            `login`: $LOGINKIT_CLIENT_SECRET, or --private-key. Prints the issued token and a newline, \
+            or with --json its type and expiry too. A subject token, target or scope the provider \
+            refuses (invalid_grant, invalid_target, invalid_scope) is exit 4.
             """
     )
 
@@ -64,8 +65,19 @@ struct ExchangeCommand: AsyncParsableCommand {
                 subjectToken: subject, subjectTokenType: subjectTokenType, actorToken: actor, actorTokenType: actorTokenType,
                 requestedTokenType: requestedTokenType, target: TokenTarget(resources: resources, audience: audience, scope: scope))
             let clientConfiguration = try networkOptions.clientConfiguration()
-            let exchanged = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
-                try await OAuth2API(configuration: configuration, transport: client).exchangeToken(request)
+            let exchanged: ExchangedToken
+            do {
+                exchanged = try await ClientAuthOptions.namingMissingCredential(of: configuration) {
+                    try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
+                        try await OAuth2API(configuration: configuration, transport: client).exchangeToken(request)
+                    }
+                }
+            } catch let error as LoginError where error.code == .invalidScope {
+                // The subject token's grant does not cover the scope asked for: a refusal of what
+                // was presented (exit 4), not a configuration to fix with --scope (exit 2). The
+                // message names the scope asked for and the provider's code.
+                let named = error.message.contains("invalid_scope") ? error.message : error.message + " (invalid_scope)"
+                throw CLIFailure(exitCode: 4, "the exchange was refused: \(named)", detail: "\(error)")
             }
             if json {
                 JSONOutput.print([

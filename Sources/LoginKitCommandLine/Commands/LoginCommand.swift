@@ -139,7 +139,9 @@ struct LoginCommand: AsyncParsableCommand {
                 }
                 let service = AuthService(api: api, store: store, profile: storeOptions.profileName, gate: gate)
                 let oauth2 = api as? OAuth2API
-                let user: User? = try await InteractiveLogin.refusingScopes(of: oauth2, scope: scope) { () async throws -> User? in
+                // A refused scope (invalid_scope) names the scope asked and those discovery lists: exit 2.
+                let user: User? = try await ClientAuthOptions.namingMissingCredential(of: oauth2?.configuration) {
+                    () async throws -> User? in
                     if clientCredentials {
                         return try await Terminal.withSpinner("Logging in…") { try await service.logInAsClient(scope: scope) }
                     }
@@ -150,7 +152,8 @@ struct LoginCommand: AsyncParsableCommand {
                 if let oauth2 {
                     // The profile remembers the issuer, not explicit endpoints: refresh and logout need them too.
                     try await EndpointAttributes.record(
-                        oauth2.configuration, extra: clientAuthOptions.attributes, source: oauth2.source, in: store, profile: storeOptions.profileName)
+                        oauth2.configuration, extra: clientAuthOptions.attributes.merging(try await oauth2.clientAuthenticationAttributes()) { given, _ in given },
+                        source: oauth2.source, in: store, profile: storeOptions.profileName)
                 }
                 try await report(user: user, store: store, issuer: api.source.endpoint)
             }
@@ -217,7 +220,7 @@ struct LoginCommand: AsyncParsableCommand {
         viewModel.password = password
         var dismissals = viewModel.dismissals.makeAsyncIterator()
         await Terminal.withSpinner("Logging in…") { await viewModel.loginButtonPressed() }
-        if let error = viewModel.lastError { throw error }  // reportingFailures maps it (after refusingScopes)
+        if let error = viewModel.lastError { throw error }  // reportingFailures maps it
         guard let user = await dismissals.next() else { throw CLIFailure(exitCode: 1, "the login ended without a result") }
         return user
     }

@@ -41,7 +41,8 @@ extension TokenCommand {
             var configuration = OAuth2API.Configuration(issuer: issuer, clientID: clientID, clientSecret: secret)
             var remembered: String?
             if let stored, Self.isSameClient(stored.source, issuer: issuer, clientID: clientID) {
-                configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, clientSecret: secret)
+                configuration = try APIFactory.oauth2Configuration(
+                    for: stored.source, attributes: stored.attributes, clientSecret: secret, secretClientID: clientID, secretIssuer: issuer)
                 remembered = stored.source.scope
             }
             return oauth2Provider(configuration, remembered: remembered, transport: transport)
@@ -81,13 +82,10 @@ extension TokenCommand {
     }
 
     /// Logs in with `--login`'s mode, then returns the token. Unless a scope was given or
-    /// remembered, the login asks for the default scope for what discovery advertises (through a
-    /// new API: the profile remembers the scope its API was configured with).
+    /// remembered, the login asks for the scope `OAuth2API` chooses from what discovery advertises,
+    /// which the profile then remembers.
     func issuedAfterLogin(provider: Provider, store: any TokenStore, transport: any HTTPTransport) async throws -> Issued {
-        var api = provider.api
-        if provider.scope == nil, let configuration = provider.configuration {
-            api = try await InteractiveLogin.api(configuration, scope: nil, probe: provider.api as? OAuth2API, transport: transport)
-        }
+        let api = provider.api
         let service = AuthService(api: api, store: store, profile: storeOptions.profileName)
         let result: Result<Issued, any Error>
         do { result = .success(try await logInAndIssue(service: service, api: api as? OAuth2API, store: store)) } catch { result = .failure(error) }
@@ -109,19 +107,19 @@ extension TokenCommand {
         }
         let mode = login
         let options = browserOptions
-        _ = try await InteractiveLogin.refusingScopes(of: api, scope: nil) { () async throws -> User in
-            switch mode {
-            case .browser, .never:
-                return try await InteractiveLogin.browser(service: service, options: options, scope: nil)
-            case .device:
-                return try await InteractiveLogin.device(service: service, scope: nil)
-            case .auto:
-                return try await InteractiveLogin.auto(service: service, api: api, options: options, scope: nil)
-            }
+        // A refused scope (invalid_scope) names the scope asked and those discovery lists: exit 2.
+        switch mode {
+        case .browser, .never:
+            _ = try await InteractiveLogin.browser(service: service, options: options, scope: nil)
+        case .device:
+            _ = try await InteractiveLogin.device(service: service, scope: nil)
+        case .auto:
+            _ = try await InteractiveLogin.auto(service: service, api: api, options: options, scope: nil)
         }
         if let api {
             // The profile remembers the issuer, not explicit endpoints: later refreshes need them too.
-            try await EndpointAttributes.record(api.configuration, source: api.source, in: store, profile: storeOptions.profileName)
+            try await EndpointAttributes.record(
+                api.configuration, extra: try await api.clientAuthenticationAttributes(), source: api.source, in: store, profile: storeOptions.profileName)
         }
         return try await issued(from: service)
     }

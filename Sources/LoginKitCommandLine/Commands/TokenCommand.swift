@@ -87,6 +87,7 @@ struct TokenCommand: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let clientConfiguration = try networkOptions.clientConfiguration()
+            var unsaved: TokenStoreError?  // a refresh whose credentials could not be saved: printed anyway, then said loudly
             let output = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
                 let store = try await storeOptions.openStore().store
                 if asksForTarget { return try await self.targetToken(store: store, transport: client) }
@@ -94,10 +95,15 @@ struct TokenCommand: AsyncParsableCommand {
                 let provider = try self.provider(stored: stored, transport: client)
                 let service = AuthService(api: provider.api, store: store, profile: storeOptions.profileName)
                 let result: Result<Issued, any Error>
-                do { result = .success(try await self.issued(from: service)) } catch { result = .failure(error) }
+                do {
+                    result = .success(try await ClientAuthOptions.namingMissingCredential(of: provider.configuration) { try await self.issued(from: service) })
+                } catch {
+                    result = .failure(error)
+                }
                 // A background refresh whose request has left (the advisory window) is awaited, so
                 // that the rotated refresh token is saved before this short-lived process exits.
                 await service.shutdown()
+                unsaved = service.unsavedRefresh
                 switch result {
                 case .failure(is LoginRequiredError) where login != .never:
                     return try await self.issuedAfterLogin(provider: provider, store: store, transport: client)
@@ -107,6 +113,12 @@ struct TokenCommand: AsyncParsableCommand {
             }
             let line = try execCredential ? ExecCredential.json(token: output.token, expiresAt: output.expiresAt) : output.token
             Terminal.writeAll(line + "\n", to: STDOUT_FILENO)
+            if let unsaved {
+                throw CLIFailure(
+                    exitCode: 1,
+                    "the refreshed credentials could not be saved to \(unsaved.path): \(unsaved.message); this session ends when this process exits — free space or fix permissions, then log in again",
+                    detail: "\(unsaved)")
+            }
         }
     }
 }
@@ -124,8 +136,10 @@ extension TokenCommand {
         }
         let configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, clientSecret: APIFactory.environmentSecret)
         let tokens = ClientCredentialsTokens(api: OAuth2API(configuration: configuration, transport: transport), store: store, baseProfile: name)
-        let credentials = try await tokens.credentials(
-            for: TokenTarget(resources: resources, audience: audience, scope: scope), minimumValidity: .seconds(minValidity))
+        let credentials = try await ClientAuthOptions.namingMissingCredential(of: configuration) {
+            try await tokens.credentials(
+                for: TokenTarget(resources: resources, audience: audience, scope: scope), minimumValidity: .seconds(minValidity))
+        }
         guard let token = credentials.accessToken else { throw CLIFailure(exitCode: 1, "the provider issued no access token") }
         return Issued(token: token, expiresAt: credentials.expiresAt)
     }
@@ -206,30 +220,6 @@ struct StatusCommand: AsyncParsableCommand {
                     print("\(detail.label + ":")\(String(repeating: " ", count: max(1, 16 - detail.label.count - 1)))\(Terminal.printable(detail.value, limit: 500))")
                 }
             }
-        }
-    }
-}
-
-/// `loginkit logout`: revoke (unless `--no-revoke`) and delete the profile.
-struct LogoutCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "logout", abstract: "Revoke the tokens and delete the profile.")
-
-    @Flag(name: .customLong("no-revoke"), help: "Delete the profile without revoking at the provider.") var noRevoke = false
-    @OptionGroup var networkOptions: NetworkOptions
-    @OptionGroup var storeOptions: StoreOptions
-
-    func run() async throws {
-        try await reportingFailures {
-            let clientConfiguration = try networkOptions.clientConfiguration()
-            try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
-                let (service, store) = try await APIFactory.service(options: storeOptions, transport: client)
-                if noRevoke {
-                    try await store.removeProfile(named: storeOptions.profileName)
-                } else {
-                    await service.logOut()
-                }
-            }
-            Terminal.standardError("Logged out (profile \"\(storeOptions.profileName)\").")
         }
     }
 }

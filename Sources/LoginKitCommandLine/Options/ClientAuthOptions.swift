@@ -86,6 +86,37 @@ struct ClientAuthOptions: ParsableArguments {
         }
     }
 
+    /// Runs `body`, which talks to the provider as `configuration`'s client. When that client had
+    /// neither a secret nor a key, its requests went out unauthenticated: a provider refusing the
+    /// client (`invalid_client`, or HTTP 401) then gets a failure that says no secret was supplied,
+    /// with the exit code the refusal has anyway. Every other error passes unchanged.
+    static func namingMissingCredential<T>(of configuration: OAuth2API.Configuration?, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            guard let configuration, configuration.clientSecret == nil, configuration.clientAssertionKey == nil,
+                let answer = clientRefusal(error)
+            else { throw error }
+            let refusal = CLIFailure(error)
+            throw CLIFailure(
+                exitCode: refusal.exitCode,
+                "the provider refused the client \"\(Terminal.printable(configuration.clientID, limit: 200))\" (\(Terminal.printable(answer, limit: 100))), "
+                    + "and no client secret was supplied: a confidential client needs $LOGINKIT_CLIENT_SECRET (or --client-secret-stdin "
+                    + "with `login --client-credentials`), or its key with --private-key",
+                detail: refusal.detail)
+        }
+    }
+
+    /// The provider's answer when `error` is its refusal of the client's authentication
+    /// (`invalid_client`, `HTTP 401`); `nil` for any other error.
+    private static func clientRefusal(_ error: any Error) -> String? {
+        switch error {
+        case let error as LoginError where error.code == .invalidClient: return error.providerError ?? "invalid_client"
+        case let error as ServerError where error.status == 401: return "HTTP 401"
+        default: return nil
+        }
+    }
+
     static func absolute(_ path: String) -> String {
         guard !path.hasPrefix("/"), let cwd = getcwd(nil, 0) else { return path }
         defer { free(cwd) }

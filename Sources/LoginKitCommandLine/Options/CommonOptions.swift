@@ -2,9 +2,9 @@
 #if CLI
 import ArgumentParser
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+package import FoundationEssentials
 #else
-import Foundation
+package import Foundation
 #endif
 package import LoginKit
 import LoginKitHTTP
@@ -94,7 +94,7 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// The commands that take `StoreOptions`.
-    static let storeCommands: Set<String> = ["login", "token", "status", "logout"]
+    static let storeCommands: Set<String> = ["login", "token", "status", "logout", "store"]
 
     /// Whether `location` names a database rather than a file.
     static func isRemote(_ location: String) -> Bool {
@@ -102,11 +102,12 @@ struct StoreOptions: ParsableArguments {
         return lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://")
     }
 
-    /// The `postgres://` store that `arguments` (`--store X`, `--store=X`) or `LOGINKIT_STORE`
-    /// name, read before parsing so that `loginkit` can hand the whole run to `loginkit-fleet`.
-    /// Scanning stops at `--`. A match the parser would not make (`--store` as another option's
-    /// value) only means the run happens in `loginkit-fleet`, which runs every command the same way.
-    static func remoteStore(arguments: [String], environment: [String: String]) -> String? {
+    /// The `postgres://` store that `arguments` (`--store X`, `--store=X`: `fromFlag`) or
+    /// `LOGINKIT_STORE` name, read before parsing so that `loginkit` can hand the whole run to
+    /// `loginkit-fleet`. Scanning stops at `--`. A match the parser would not make (`--store` as
+    /// another option's value) only means the run happens in `loginkit-fleet`, which runs every
+    /// command the same way.
+    static func remoteStore(arguments: [String], environment: [String: String]) -> (location: String, fromFlag: Bool)? {
         // Only the commands that open a store are handed over (`--help`, `dev-server`, `exchange`
         // run here, whatever LOGINKIT_STORE says).
         guard let command = arguments.first(where: { !$0.hasPrefix("-") }), storeCommands.contains(command) else { return nil }
@@ -123,8 +124,24 @@ struct StoreOptions: ParsableArguments {
             index += 1
         }
         let location = flagged ?? environment["LOGINKIT_STORE"].flatMap { $0.isEmpty ? nil : $0 }
-        return location.flatMap { isRemote($0) ? $0 : nil }
+        guard let location, isRemote(location) else { return nil }
+        return (location, flagged != nil)
     }
+
+    /// Whether the URL `location` carries a password (`scheme://user:password@host…`): read as
+    /// text, so that a URL no parser accepts is judged too.
+    static func holdsPassword(_ location: String) -> Bool {
+        guard let schemeEnd = location.firstRange(of: "://") else { return false }
+        let authority = location[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@") else { return false }
+        return authority[..<at].contains(":")
+    }
+
+    /// A `--store` URL holding a password is refused before anything runs with it on its argv
+    /// (`loginkit-fleet`), which every local user can read (`ps`, `/proc/PID/cmdline`).
+    static let passwordInFlag = CLIFailure.usage(
+        "the --store URL holds a password, which any local user can read on the command line; "
+            + "put the URL in LOGINKIT_STORE or the password in PGPASSWORD")
 }
 
 /// A store the CLI opened, with what `status` says of it.
@@ -146,14 +163,55 @@ package struct CommandLineStore: Sendable {
     /// Where: the file's path, or the URL without its password.
     package var location: String
     package var isSealed: Bool
+    /// The rows set aside as unreadable (`store quarantine`): a fleet store's; `nil` for a file.
+    package var quarantine: QuarantineAccess?
     /// Lines `status` adds (a fleet store's table, namespace and quarantined rows).
     package var details: @Sendable () async throws -> [Detail]
 
-    package init(store: any TokenStore, location: String, isSealed: Bool, details: @escaping @Sendable () async throws -> [Detail] = { [] }) {
+    package init(
+        store: any TokenStore, location: String, isSealed: Bool, quarantine: QuarantineAccess? = nil,
+        details: @escaping @Sendable () async throws -> [Detail] = { [] }
+    ) {
         self.store = store
         self.location = location
         self.isSealed = isSealed
+        self.quarantine = quarantine
         self.details = details
+    }
+}
+
+/// A `postgres://` store's quarantine table, as `store quarantine` reads and empties it: the rows
+/// of the store's table and namespace that did not decode. Payloads never pass through here.
+package struct QuarantineAccess: Sendable {
+    /// One row set aside.
+    package struct Row: Sendable {
+        /// The row's number in the quarantine table (what `purge --id` takes).
+        package var id: Int64
+        /// The profile it was stored as.
+        package var name: String
+        /// When it was set aside.
+        package var quarantinedAt: Date
+        /// What did not decode.
+        package var reason: String
+
+        package init(id: Int64, name: String, quarantinedAt: Date, reason: String) {
+            self.id = id
+            self.name = name
+            self.quarantinedAt = quarantinedAt
+            self.reason = reason
+        }
+    }
+
+    /// The rows, oldest first.
+    package var list: @Sendable () async throws -> [Row]
+    /// Deletes the rows numbered `ids`, or every one (`nil`); how many were deleted.
+    package var purge: @Sendable (_ ids: [Int64]?) async throws -> Int
+
+    package init(
+        list: @escaping @Sendable () async throws -> [Row], purge: @escaping @Sendable (_ ids: [Int64]?) async throws -> Int
+    ) {
+        self.list = list
+        self.purge = purge
     }
 }
 
@@ -219,10 +277,19 @@ enum APIFactory {
     /// The OAuth2API configuration an `oauth2` profile was logged in with: issuer, client, scope,
     /// and the explicit endpoints its `attributes` recorded.
     static func oauth2Configuration(
-        for source: CredentialSource, attributes: [String: String], clientSecret: String?
+        for source: CredentialSource, attributes: [String: String], clientSecret: String?,
+        secretClientID: String? = nil, secretIssuer: String? = nil
     ) throws -> OAuth2API.Configuration {
         guard let clientID = source.clientID else { throw CLIFailure(exitCode: 1, "the profile has no client ID; log in again") }
-        var configuration = OAuth2API.Configuration(issuer: source.endpoint, clientID: clientID, clientSecret: clientSecret)
+        let environment = ProcessInfo.processInfo.environment
+        // LOGINKIT_CLIENT_SECRET goes only to the client and issuer it was given for, and only to a
+        // profile whose login recorded a secret method (a public client's takes none).
+        let owner = OAuth2API.ClientSecretOwner(
+            clientID: secretClientID ?? environment["LOGINKIT_CLIENT_ID"].flatMap { $0.isEmpty ? nil : $0 },
+            issuer: secretIssuer ?? environment["LOGINKIT_ISSUER"].flatMap { $0.isEmpty ? nil : $0 })
+        let accepted = StoredProfile.acceptsClientSecret(source: source, attributes: attributes, from: owner)
+        var configuration = OAuth2API.Configuration(issuer: source.endpoint, clientID: clientID, clientSecret: accepted ? clientSecret : nil)
+        configuration.clientSecretOwner = owner
         if let scope = source.scope { configuration.scope = scope }
         EndpointAttributes.apply(attributes, to: &configuration)
         try ClientAuthOptions.apply(attributes, to: &configuration)
@@ -233,30 +300,15 @@ enum APIFactory {
     static var environmentSecret: String? {
         ProcessInfo.processInfo.environment["LOGINKIT_CLIENT_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
     }
-
-    /// An `AuthService` for the stored profile, or exit 3 when there is none.
-    static func service(options: StoreOptions, transport: any HTTPTransport) async throws -> (AuthService, any TokenStore) {
-        let store = try await options.openStore().store
-        let profile: StoredProfile?
-        do {
-            profile = try await store.profile(named: options.profileName)
-        } catch {
-            throw CLIFailure(error)
-        }
-        guard let profile else {
-            throw CLIFailure(exitCode: 3, "not logged in (profile \"\(options.profileName)\"); run `loginkit login`")
-        }
-        let api = try api(for: profile.source, attributes: profile.attributes, transport: transport, clientSecret: environmentSecret)
-        return (AuthService(api: api, store: store, profile: options.profileName), store)
-    }
 }
 
 /// JSON output helpers.
 enum JSONOutput {
-    /// A value of the CLI's JSON output: text, a flag, or null.
+    /// A value of the CLI's JSON output: text, a flag, a whole number, or null.
     enum Value: Encodable {
         case text(String)
         case flag(Bool)
+        case number(Int64)
         case null
 
         /// `text`, or `null` when absent.
@@ -267,6 +319,7 @@ enum JSONOutput {
             switch self {
             case .text(let text): try container.encode(text)
             case .flag(let flag): try container.encode(flag)
+            case .number(let number): try container.encode(number)
             case .null: try container.encodeNil()
             }
         }
@@ -274,9 +327,22 @@ enum JSONOutput {
 
     /// Prints `object` pretty-printed, keys sorted.
     static func print(_ object: [String: Value]) {
+        printEncoded(object)
+    }
+
+    /// Prints `objects` as one JSON array, pretty-printed, keys sorted; `[]` when there are none.
+    static func printArray(_ objects: [[String: Value]]) {
+        guard !objects.isEmpty else {
+            Swift.print("[]")
+            return
+        }
+        printEncoded(objects)
+    }
+
+    private static func printEncoded(_ value: some Encodable) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(object) else { return }
+        guard let data = try? encoder.encode(value) else { return }
         Swift.print(String(decoding: data, as: UTF8.self))
     }
 

@@ -14,8 +14,9 @@ import Darwin
 #endif
 
 /// `loginkit-dev-server`, the dev identity provider's own executable (so that `loginkit` links no
-/// server framework): found beside `loginkit`, else on `PATH`; run in this process's place by
-/// `loginkit dev-server`, started as a child by `loginkit demo`.
+/// server framework): only the one installed beside `loginkit`, never one found on `PATH`; run in
+/// this process's place by `loginkit dev-server`, started as a child by `loginkit demo`, either way
+/// without the variables that hold secrets (`ChildProcess.secretVariables`).
 ///
 /// The child is started with `posix_spawn`, not Foundation's `Process` (which waits for the exit on
 /// a socket that a grandchild can keep open for ever, and lets every descriptor without `O_CLOEXEC`
@@ -53,29 +54,32 @@ final class DevServerProcess: Sendable {
 
     // MARK: Finding it
 
-    /// The path of `loginkit-dev-server`: beside this executable (`/proc/self/exe`), else the first
-    /// on `PATH` (relative entries, the current directory among them, are skipped).
+    /// The path of `loginkit-dev-server` beside this executable (`/proc/self/exe`).
     ///
     /// - Throws: a usage failure (exit 2) naming where it looked when there is none.
-    static func locateExecutable(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
-        try locateCompanion(executableName, searchingPath: true, environment: environment)
+    static func locateExecutable() throws -> String {
+        try locateCompanion(executableName)
     }
 
     // MARK: In this process's place
 
-    /// Replaces this process with `loginkit-dev-server arguments` (`execv`): same process ID,
-    /// terminal and signals, so Ctrl-C and SIGTERM reach the server itself. Returns only by throwing.
+    /// Replaces this process with `loginkit-dev-server arguments` (`execve`): same process ID,
+    /// terminal and signals, so Ctrl-C and SIGTERM reach the server itself; the environment without
+    /// the variables that hold secrets, as every child gets it. Returns only by throwing.
     ///
-    /// - Throws: a usage failure (exit 2) when the executable is missing; exit 1 when `execv` fails.
+    /// - Throws: a usage failure (exit 2) when the executable is missing; exit 1 when `execve` fails.
     static func replaceCurrentProcess(arguments: [String]) throws -> Never {
         let executable = try locateExecutable()
         // The server installs its own signal handling; it inherits the mask, so hand it an empty one.
         var noSignals = sigset_t()
         sigemptyset(&noSignals)
         _ = pthread_sigmask(SIG_SETMASK, &noSignals, nil)
+        let environment = ChildProcess.childEnvironment(ProcessInfo.processInfo.environment)
         let failure = withCStringArray([executable] + arguments) { argv -> Int32 in
-            _ = execv(executable, argv)
-            return errno
+            withCStringArray(environment) { envp -> Int32 in
+                _ = execve(executable, argv, envp)
+                return errno
+            }
         }
         throw CLIFailure(exitCode: 1, "could not run \(executable): \(String(cString: strerror(failure)))")
     }
@@ -290,30 +294,21 @@ extension DevServerProcess {
 }
 
 
-/// The path of a companion executable (`loginkit-dev-server`, `loginkit-fleet`): beside this one
-/// (`/proc/self/exe`), else, when `searchingPath`, the first on `PATH` (relative entries, the
-/// current directory among them, are skipped).
+/// The path of a companion executable (`loginkit-dev-server`, `loginkit-fleet`) beside this one
+/// (`/proc/self/exe`). Never one found on `PATH`: a companion runs with what this process holds
+/// (the store's password for `loginkit-fleet`), so only the one installed with it is trusted.
 ///
 /// - Throws: a usage failure (exit 2) naming where it looked when there is none.
-func locateCompanion(_ name: String, searchingPath: Bool, environment: [String: String]) throws -> String {
-    var directories: [String] = []
-    if let own = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-        directories.append(URL(fileURLWithPath: own).deletingLastPathComponent().path)
+func locateCompanion(_ name: String) throws -> String {
+    let own = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+    let directory = own.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
+    if let directory, FileManager.default.isExecutableFile(atPath: directory + "/" + name) {
+        return directory + "/" + name
     }
-    if searchingPath {
-        for entry in (environment["PATH"] ?? "").split(separator: ":") where entry.hasPrefix("/") {
-            directories.append(String(entry))
-        }
-    }
-    for directory in directories {
-        let candidate = directory + "/" + name
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-    }
-    let beside = directories.first.map { " beside loginkit (\($0))" } ?? ""
+    let beside = directory.map { " beside loginkit (\($0))" } ?? " beside loginkit"
     throw CLIFailure(
         exitCode: 2,
-        "\(name) was not found\(beside)\(searchingPath ? " nor on PATH" : ""); build it with `swift build --product \(name)` "
-            + "or install it next to loginkit"
+        "\(name) was not found\(beside); build it with `swift build --product \(name)` or install it next to loginkit"
     )
 }
 #endif

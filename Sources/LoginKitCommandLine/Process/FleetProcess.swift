@@ -25,7 +25,7 @@ enum FleetProcess {
     static func replaceCurrentProcess(arguments: [String]) throws -> Never {
         let executable: String
         do {
-            executable = try locateCompanion(executableName, searchingPath: false, environment: [:])
+            executable = try locateCompanion(executableName)
         } catch let failure as CLIFailure {
             throw CLIFailure(exitCode: 2, "the store is a PostgreSQL database, which needs \(executableName): \(failure.message)")
         }

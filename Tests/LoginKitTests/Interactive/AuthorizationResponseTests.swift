@@ -34,14 +34,39 @@ import Testing
         }
     }
 
-    @Test func anotherOrMissingStateIsRefusedBeforeAnythingElseIsRead() {
+    /// A response without this login's `state` is not this login's: nothing else in it is read (not
+    /// even a repeated parameter or another `iss`), and the receiver ignores it — the login goes on.
+    @Test func anotherOrMissingStateMakesAForeignResponseBeforeAnythingElseIsRead() {
         for pairs in [
             [("code", "c"), ("state", "other"), ("iss", issuer)], [("code", "c"), ("iss", issuer)],
-            [("error", "access_denied"), ("state", "x")],
+            [("error", "access_denied"), ("state", "x")], [("code", "a"), ("code", "b"), ("state", "x")],
+            [("code", "c"), ("state", "x"), ("iss", "https://evil.example")],
         ] {
-            let error = failure(of: request().outcome(ofCallbackQuery: query(pairs))) as? LoginError
-            #expect(error?.code == .stateMismatch, "\(pairs)")
+            let outcome = request().outcome(ofCallbackQuery: query(pairs))
+            guard case .foreign(let error) = outcome else {
+                Issue.record("\(pairs): \(outcome)")
+                continue
+            }
+            #expect(error.code == .stateMismatch, "\(pairs)")
+            let reply = CallbackPage.reply(for: outcome)
+            #expect(reply.status == 400, "\(pairs)")
+            let endsTheLogin = reply.outcome != nil
+            #expect(!endsTheLogin, "\(pairs): a foreign response must not end the login")
         }
+    }
+
+    /// A response with this login's `state` but another (or, when promised, no) `iss` is this
+    /// login's response mixed up with another issuer's (RFC 9207): it ends the login.
+    @Test func anIssuerMismatchUnderTheRightStateEndsTheLogin() {
+        let outcome = request().outcome(
+            ofCallbackQuery: query([("code", "c"), ("state", state), ("iss", "https://evil.example")]))
+        let reply = CallbackPage.reply(for: outcome)
+        #expect(reply.status == 400)
+        guard case .failure(let error as LoginError)? = reply.outcome else {
+            Issue.record("an issuer mismatch must end the login: \(String(describing: reply.outcome))")
+            return
+        }
+        #expect(error.code == .issuerMismatch)
     }
 
     @Test func anotherIssuerIsRefusedAndAMissingOneWhenThePromiseWasMade() {

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import LoginKit
 import LoginKitTestSupport
 import Testing
@@ -78,4 +79,87 @@ struct LoopbackReceiverTests {
         await #expect(throws: CancellationError.self) { try await task.value }
         try LoopbackReceiver(addresses: [ListenAddress(port: waiting.port)]).close()
     }
+
+    /// A browser's connection, opened before sixteen idle ones from another local process, is still
+    /// open when the browser sends its request on it: idle connections do not push it out.
+    @Test func aBrowsersConnectionOutlivesSixteenIdleOnesOpenedAfterIt() async throws {
+        let receiver = try Self.receiverExpecting("abc")
+        defer { receiver.close() }
+        var connections = try [connectToLoopback(port: receiver.port)]
+        defer { for connection in connections { close(connection) } }
+        for _ in 0..<16 { connections.append(try connectToLoopback(port: receiver.port)) }
+        sendText("GET /callback?code=abc HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: connections[0])
+        #expect(try await Self.result(of: receiver, within: .seconds(20)) == "abc")
+    }
+
+    /// Sixteen idle connections opened first, then the browser's: its redirect is received at once.
+    @Test func sixteenIdleConnectionsOpenedFirstDoNotHoldUpTheRedirect() async throws {
+        let receiver = try Self.receiverExpecting("abc")
+        defer { receiver.close() }
+        var connections: [Int32] = []
+        defer { for connection in connections { close(connection) } }
+        for _ in 0..<16 { connections.append(try connectToLoopback(port: receiver.port)) }
+        // One more that sends half a request and stalls.
+        connections.append(try connectToLoopback(port: receiver.port))
+        sendText("GET /callback?code=abc HTTP/1.1\r\n", on: connections[16])
+        connections.append(try connectToLoopback(port: receiver.port))
+        sendText("GET /callback?code=abc HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", on: connections[17])
+        #expect(try await Self.result(of: receiver, within: .seconds(20)) == "abc")
+    }
+
+    /// A started receiver whose callback ends the login with `code` when the query is `code=…`.
+    private static func receiverExpecting(_ code: String) throws -> LoopbackReceiver {
+        let receiver = try LoopbackReceiver()
+        try receiver.start(path: "/callback") { query in
+            query == "code=\(code)"
+                ? ReceiverReply(status: 200, page: "done", outcome: .success(code))
+                : ReceiverReply(status: 400, page: "not yet")
+        }
+        return receiver
+    }
+
+    private struct DeadlinePassed: Error {}
+
+    /// The receiver's outcome, raced against a deadline that only bounds a failing test: the
+    /// receiver is closed when the deadline passes first.
+    private static func result(of receiver: LoopbackReceiver, within limit: Duration) async throws -> String {
+        try await withThrowingTaskGroup(of: String.self) { group in
+            group.addTask { try await receiver.result() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                throw DeadlinePassed()
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw DeadlinePassed() }
+            return first
+        }
+    }
+}
+
+/// A TCP connection to `127.0.0.1:port`, established by the kernel whether or not the receiver has
+/// accepted it yet.
+private func connectToLoopback(port: Int) throws -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    try #require(descriptor >= 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = UInt16(truncatingIfNeeded: port).bigEndian
+    let result = withUnsafePointer(to: address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    let code = errno
+    guard result == 0 else {
+        close(descriptor)
+        throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+    }
+    return descriptor
+}
+
+/// Sends `text` on `descriptor` (never raising SIGPIPE should the peer be gone).
+private func sendText(_ text: String, on descriptor: Int32) {
+    let bytes = Array(text.utf8)
+    _ = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
 }

@@ -195,6 +195,36 @@ struct SealedStoreTests {
         }
     }
 
+    /// A store that seals with a key reads no plain file (whoever wrote it would choose the issuer
+    /// and endpoints the next refresh trusts): it is refused as corrupt and moved aside by the next
+    /// save, which seals. A migration still reads it, to seal it.
+    @Test func aStoreWithAKeyDoesNotReadAPlainFile() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let key = try SymmetricKey.random()
+            try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(3), as: "default")
+            let sealed = try IDTokenStore(path: path, sealing: .key(key))
+            let error = try #require(await thrown { try await sealed.profile(named: "default") } as? TokenStoreError)
+            #expect(error.code == .corrupt)
+            #expect(error.message.contains("not sealed"))
+
+            try await sealed.save(sampleProfile(4), as: "default")
+            let asides = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tokens.json.corrupt-") }
+            #expect(asides.count == 1)
+            #expect(try String(contentsOfFile: path, encoding: .utf8).contains("A256GCM"))
+            #expect(try await sealed.profile(named: "default") == sampleProfile(4))
+        }
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let key = try SymmetricKey.random()
+            try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(5), as: "default")
+            let store = try IDTokenStore(path: path, sealing: .key(key))
+            _ = try await store.migrate(to: .key(key))
+            #expect(try String(contentsOfFile: path, encoding: .utf8).contains("A256GCM"))
+            #expect(try await store.profile(named: "default") == sampleProfile(5))
+        }
+    }
+
     @Test func aWrongKeyIsTypedAndTheFileUntouched() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"

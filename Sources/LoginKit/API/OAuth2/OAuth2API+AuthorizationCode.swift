@@ -44,7 +44,7 @@ extension OAuth2API: AuthorizationCodeAPI {
                 "the authorization parameter \"\(printableExcerpt(name))\" is set by LoginKit itself; remove it from extraParameters"
             )
         }
-        let scope = options.scope ?? configuration.scope
+        let scope = options.scope ?? askedScope(provider)
         let pkce = try PKCE.generate()
         let state = try randomURLSafeToken()
         let nonce = try scope.split(separator: " ").contains("openid") ? randomURLSafeToken() : nil
@@ -66,7 +66,7 @@ extension OAuth2API: AuthorizationCodeAPI {
             url: base + separator + FormURLEncoding.encode(parameters), redirectURI: redirectURI, state: state,
             nonce: nonce,
             codeVerifier: pkce.verifier, scope: scope, issuer: configuration.issuer,
-            requiresIssuerInResponse: provider.authorizationResponseIssParameterSupported
+            requiresIssuerInResponse: provider.authorizationResponseIssParameterSupported, advertisedScopes: provider.scopesSupported
         )
     }
 

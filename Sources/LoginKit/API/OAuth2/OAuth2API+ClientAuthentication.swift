@@ -2,6 +2,29 @@ import LoginKitHTTP
 import LoginKitJOSE
 
 extension OAuth2API {
+    /// Whom a client secret given apart from a configuration belongs to (the CLI's
+    /// `LOGINKIT_CLIENT_SECRET`, with the client ID and issuer given beside it): each part `nil`
+    /// when the giver named none.
+    package struct ClientSecretOwner: Sendable, Hashable {
+        /// The client ID the secret was given for.
+        package var clientID: String?
+        /// The issuer the secret was given for.
+        package var issuer: String?
+
+        /// The owner named by `clientID` and `issuer`, each optional.
+        package init(clientID: String?, issuer: String?) {
+            self.clientID = clientID
+            self.issuer = issuer
+        }
+
+        /// Whether the secret may be sent as client `clientID` to `issuer`: every part the giver
+        /// named is theirs (issuers compared with a trailing `/` aside).
+        package func owns(clientID: String, issuer: String) -> Bool {
+            func normalized(_ issuer: String) -> String { issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer }
+            return (self.clientID.map { $0 == clientID } ?? true) && (self.issuer.map { normalized($0) == normalized(issuer) } ?? true)
+        }
+    }
+
     /// The method this API authenticates with, once discovery is known: the configured one, or for
     /// `.automatic` the one chosen from the configuration and the provider's metadata.
     ///
@@ -11,7 +34,19 @@ extension OAuth2API {
         try Self.method(for: configuration, supported: await metadata().tokenEndpointAuthMethodsSupported) ?? .automatic
     }
 
-    /// The configured method, or the automatic choice; `nil` for a public client (no secret, no key).
+    /// What a profile logged in through this API records about its client's authentication:
+    /// ``StoredProfile/clientAuthenticationAttribute`` = the method in use, or `none` for a public
+    /// client (which then never sends a secret given for another, see
+    /// ``StoredProfile/acceptsClientSecret(clientID:issuer:)``).
+    ///
+    /// - Throws: what ``clientAuthenticationMethodInUse()`` throws.
+    package func clientAuthenticationAttributes() async throws -> [String: String] {
+        let method = try Self.method(for: configuration, supported: await metadata().tokenEndpointAuthMethodsSupported)
+        return [StoredProfile.clientAuthenticationAttribute: method?.rawValue ?? StoredProfile.publicClientAuthentication]
+    }
+
+    /// The configured method, or the automatic choice; `nil` for a public client (no secret of its
+    /// own, no key).
     static func method(for configuration: Configuration, supported: [String]?) throws -> ClientAuthenticationMethod? {
         let method = configuration.clientAuthenticationMethod
         switch method {
@@ -22,14 +57,20 @@ extension OAuth2API {
             }
             return method
         case .basic, .post, .clientSecretJWT:
-            guard configuration.clientSecret != nil else {
+            guard configuration.ownClientSecret != nil else {
+                if configuration.clientSecret != nil {
+                    throw LoginError(
+                        .invalidConfiguration,
+                        "OAuth2API.Configuration.clientAuthenticationMethod is \(method.rawValue) but the client secret was given for another client or issuer than client \"\(printableExcerpt(configuration.clientID, limit: 100))\" of \(printableExcerpt(configuration.issuer, limit: 200)); it is not sent"
+                    )
+                }
                 throw LoginError(
                     .invalidConfiguration, "OAuth2API.Configuration.clientAuthenticationMethod is \(method.rawValue) but clientSecret is not set")
             }
             return method
         case .automatic:
             if configuration.clientAssertionKey != nil { return .privateKeyJWT }
-            guard let secret = configuration.clientSecret else { return nil }
+            guard let secret = configuration.ownClientSecret else { return nil }
             // RFC 8414 §2: a provider that lists no methods supports client_secret_basic.
             let offered = Set(supported ?? [ClientAuthenticationMethod.basic.rawValue])
             let candidates: [ClientAuthenticationMethod] = secret.utf8.count >= 32 ? [.basic, .post, .clientSecretJWT] : [.basic, .post]
@@ -48,12 +89,13 @@ extension OAuth2API {
             switch configuration.clientAssertionAudience {
             case .tokenEndpoint:
                 // Audience injection (rfc7523bis): a provider whose discovery names another's token
-                // endpoint would get assertions valid there. The token endpoint must be the issuer's
-                // own origin unless the configuration names it.
-                if configuration.endpoints.token == nil, Self.urlOrigin(metadata.tokenEndpoint) != Self.urlOrigin(configuration.issuer) {
+                // endpoint would get assertions valid there. Realms and tenants share hosts, so the
+                // token endpoint must lie under the issuer itself unless the configuration names it.
+                if configuration.endpoints.token == nil, !Self.isUnderIssuer(metadata.tokenEndpoint, issuer: configuration.issuer) {
                     throw ServerError(
                         .misconfigured,
-                        "\(host)'s discovery names a token endpoint on another origin than the issuer; a client assertion for it would be valid there. Set OAuth2API.Configuration.endpoints.token, or clientAssertionAudience to .issuer or .custom")
+                        "\(host)'s discovery names a token endpoint outside the issuer \(printableExcerpt(configuration.issuer, limit: 200)); a client assertion for it could be valid at another provider or realm. Set OAuth2API.Configuration.endpoints.token, or clientAssertionAudience to .issuer or .custom"
+                    )
                 }
                 audience = metadata.tokenEndpoint
             case .issuer: audience = configuration.issuer
@@ -61,7 +103,7 @@ extension OAuth2API {
             }
             return .assertion(id: id, ClientAssertionMaker(signer: signer, audience: audience, lifetime: configuration.clientAssertionLifetime, now: now))
         }
-        switch (method, configuration.clientSecret, configuration.clientAssertionKey) {
+        switch (method, configuration.ownClientSecret, configuration.clientAssertionKey) {
         case (.privateKeyJWT, _, let key?):
             return try assertion(.privateKey(key))
         case (.clientSecretJWT, let secret?, _):
@@ -85,5 +127,76 @@ extension OAuth2API {
     static func urlOrigin(_ url: String) -> String? {
         guard let parts = URLParts(url) else { return nil }
         return "\(parts.scheme)://\(parts.host.lowercased()):\(parts.port ?? (parts.scheme == "https" ? 443 : 80))"
+    }
+
+    /// Whether `url` lies under `issuer`: the same origin, a path that continues the issuer's
+    /// (`<issuer>/…`, the issuer's trailing `/` aside) and no `.` or `..` segment after it. Two realms
+    /// or tenants on one host (`https://id.example/realms/a`, `…/realms/b`) are told apart.
+    static func isUnderIssuer(_ url: String, issuer: String) -> Bool {
+        guard let target = URLParts(url), let base = URLParts(issuer), let origin = urlOrigin(url), origin == urlOrigin(issuer) else { return false }
+        // Compared as bytes: the provider compares paths byte for byte, not as Unicode text.
+        var prefix = Array(base.pathAndQuery.utf8)
+        if prefix.last != UInt8(ascii: "/") { prefix.append(UInt8(ascii: "/")) }
+        let path = Array(target.pathAndQuery.utf8)
+        guard path.starts(with: prefix) else { return false }
+        let rest = path[prefix.count...].prefix { $0 != UInt8(ascii: "?") }
+        return !rest.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).contains(where: isDotSegment)
+    }
+
+    /// `.`, `..` or another run of dots, any of them written `%2e`: a segment that climbs or stays.
+    private static func isDotSegment(_ segment: ArraySlice<UInt8>) -> Bool {
+        var rest = segment
+        guard !rest.isEmpty else { return false }
+        while let first = rest.first {
+            if first == UInt8(ascii: ".") {
+                rest = rest.dropFirst()
+            } else if first == UInt8(ascii: "%"), rest.dropFirst().first == UInt8(ascii: "2"), rest.dropFirst(2).first.map({ $0 | 0x20 }) == UInt8(ascii: "e") {
+                rest = rest.dropFirst(3)
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+}
+
+extension OAuth2API.Configuration {
+    /// ``clientSecret``, unless ``clientSecretOwner`` names another client or issuer: a secret is
+    /// only ever sent as the client, and to the issuer, it was given for.
+    var ownClientSecret: String? {
+        guard let owner = clientSecretOwner, !owner.owns(clientID: clientID, issuer: issuer) else { return clientSecret }
+        return nil
+    }
+}
+
+extension StoredProfile {
+    /// The attribute that records how the profile's client authenticates: an
+    /// `OAuth2API.ClientAuthenticationMethod` raw value (`client_secret_basic`, `client_secret_post`,
+    /// `client_secret_jwt`, `private_key_jwt`) or ``publicClientAuthentication``.
+    package static let clientAuthenticationAttribute = "client_auth"
+
+    /// ``clientAuthenticationAttribute``'s value for a public client: `none`.
+    package static let publicClientAuthentication = "none"
+
+    /// Whether a client secret given apart from this profile (the CLI's `LOGINKIT_CLIENT_SECRET`),
+    /// for `clientID` at `issuer` (each `nil` when the giver named none), may be sent when this
+    /// profile is refreshed or revoked.
+    ///
+    /// Only for an OpenID Connect profile of that client and issuer, whose login recorded a
+    /// secret method. A profile that recorded `none` (a public client) or `private_key_jwt` takes
+    /// none; one that recorded nothing takes one only for a client-credentials login, or when the
+    /// secret names its client.
+    package func acceptsClientSecret(clientID: String?, issuer: String?) -> Bool {
+        Self.acceptsClientSecret(source: source, attributes: attributes, from: OAuth2API.ClientSecretOwner(clientID: clientID, issuer: issuer))
+    }
+
+    /// ``acceptsClientSecret(clientID:issuer:)`` for a profile's `source` and `attributes`.
+    package static func acceptsClientSecret(source: CredentialSource, attributes: [String: String], from owner: OAuth2API.ClientSecretOwner) -> Bool {
+        guard source.kind == .oauth2, let clientID = source.clientID, owner.owns(clientID: clientID, issuer: source.endpoint) else { return false }
+        guard let recorded = attributes[clientAuthenticationAttribute] else {
+            return attributes["grant"] == "client_credentials" || owner.clientID != nil
+        }
+        let secretMethods: Set<OAuth2API.ClientAuthenticationMethod> = [.basic, .post, .clientSecretJWT]
+        return OAuth2API.ClientAuthenticationMethod(rawValue: recorded).map { secretMethods.contains($0) } ?? false
     }
 }

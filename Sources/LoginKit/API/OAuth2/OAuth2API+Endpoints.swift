@@ -36,9 +36,8 @@ extension OAuth2API {
 
     /// The scope to ask for when the caller names none: `openid`, then `profile`, `email` and
     /// `offline_access` where `supported` (discovery's `scopes_supported`) lists them, all three when
-    /// it lists none (`nil` or empty). Asking for a scope the provider does not offer gets the whole
-    /// login refused (`invalid_scope`), which `openid profile offline_access` did with providers
-    /// that, like Google, offer no `offline_access`.
+    /// it lists none (`nil` or empty). A provider refuses the whole login (`invalid_scope`) when it
+    /// is asked for a scope it does not offer, as Google does for `offline_access`.
     package static func defaultScope(supported: [String]?) -> String {
         let optional = ["profile", "email", "offline_access"]
         guard let supported, !supported.isEmpty else { return (["openid"] + optional).joined(separator: " ") }

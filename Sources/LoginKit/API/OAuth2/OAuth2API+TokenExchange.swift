@@ -9,8 +9,9 @@ import LoginKitJOSE
 /// A token exchange request (RFC 8693 §2.1): a token the caller holds (the subject's, and for
 /// delegation the actor's) for one that another resource, audience or scope accepts.
 ///
-/// `description` names the token types and target, never the tokens.
-public struct TokenExchangeRequest: Sendable, CustomStringConvertible {
+/// `description`, `debugDescription` and `dump` name the token types and target, never the tokens
+/// (shown as `<redacted>`).
+public struct TokenExchangeRequest: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The token that represents the party on whose behalf the request is made.
     public var subjectToken: String
     /// Its type URI. Default `urn:ietf:params:oauth:token-type:access_token`.
@@ -47,17 +48,31 @@ public struct TokenExchangeRequest: Sendable, CustomStringConvertible {
     public static let jwtType = "urn:ietf:params:oauth:token-type:jwt"
 
     public var description: String {
-        "TokenExchangeRequest(subject: \(printableExcerpt(subjectTokenType, limit: 100))\(actorToken != nil ? ", actor: \(printableExcerpt(actorTokenType ?? "", limit: 100))" : ""), \(target))"
+        var parts = ["subject: <redacted> \(printableExcerpt(subjectTokenType, limit: 100))"]
+        if actorToken != nil { parts.append("actor: <redacted> \(printableExcerpt(actorTokenType ?? "", limit: 100))") }
+        if let requestedTokenType { parts.append("requested: \(printableExcerpt(requestedTokenType, limit: 100))") }
+        parts.append("\(target)")
+        return "TokenExchangeRequest(\(parts.joined(separator: ", ")))"
     }
 
-    /// The cache key: the tokens by their SHA-256, never themselves.
+    /// The ``description``: the token types and target, the tokens `<redacted>`.
+    public var debugDescription: String { description }
+
+    /// No children: `dump` and debuggers show the ``description``, never the tokens.
+    public var customMirror: Mirror { Mirror(self, children: [:]) }
+
+    /// The cache key: the SHA-256 of every part, the tokens by their own SHA-256 (never themselves),
+    /// so that different requests never share a key.
     func cacheKey() throws -> String {
-        func digest(_ token: String?) throws -> String {
-            guard let token else { return "-" }
-            return Base64URL.encode(try MessageDigest.sha256(Array(token.utf8)))
+        func digest(_ token: String?) throws -> JSONValue {
+            guard let token else { return .null }
+            return .string(Base64URL.encode(try MessageDigest.sha256(Array(token.utf8))))
         }
-        return [try digest(subjectToken), subjectTokenType, try digest(actorToken), actorTokenType ?? "-", requestedTokenType ?? "-", target.cacheKey]
-            .joined(separator: "\n")
+        let parts: JSONValue = .array([
+            try digest(subjectToken), .string(subjectTokenType), try digest(actorToken), actorTokenType.map(JSONValue.string) ?? .null,
+            requestedTokenType.map(JSONValue.string) ?? .null, .string(target.cacheKey),
+        ])
+        return Base64URL.encode(try MessageDigest.sha256(Array(parts.serialized.utf8)))
     }
 }
 
@@ -105,7 +120,8 @@ extension OAuth2API {
         let (response, json, _) = try await endpoint.postForm(
             metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
             fields: fields, authentication: authentication(metadata))
-        if let error = TokenEndpoint.error(for: response, json: json, grant: .tokenExchange, host: host) { throw error }
+        let scopes = TokenEndpoint.ScopeContext(asked: fields.first { $0.0 == "scope" }?.1, advertised: metadata.scopesSupported)
+        if let error = TokenEndpoint.error(for: response, json: json, grant: .tokenExchange, host: host, scopes: scopes) { throw error }
         try TokenEndpoint.requireJSON(response, host: host)
         // The issued token need not be an access token or a JWT: nothing here verifies it (an ID
         // token issued this way is the caller's to verify); only the response's shape is checked.
@@ -153,6 +169,7 @@ public final class TokenExchanger: Sendable {
     ///
     /// - Throws: what ``OAuth2API/exchangeToken(_:)`` throws.
     public func exchange(_ request: TokenExchangeRequest) async throws -> ExchangedToken {
+        try request.target.validate()
         let key = try request.cacheKey()
         if let cached = cached(key) { return cached }
         return try await flights.run(key) { [self] in

@@ -27,6 +27,10 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         public var clientID: String
         /// The client secret, for confidential clients. Never stored in a profile.
         public var clientSecret: String?
+        /// The client and issuer ``clientSecret`` was given for, when it came from outside this
+        /// configuration (the CLI's `LOGINKIT_CLIENT_SECRET`): a configuration for another client or
+        /// issuer sends no secret. Default `nil`: the secret is this configuration's own.
+        package var clientSecretOwner: ClientSecretOwner?
         /// How the client authenticates at the token, revocation and device endpoints. Default
         /// `.automatic`: `private_key_jwt` with a ``clientAssertionKey``; with a secret, the first of
         /// `client_secret_basic`, `client_secret_post`, `client_secret_jwt` that discovery's
@@ -39,8 +43,11 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         public var clientAssertionAudience: ClientAssertionAudience = .tokenEndpoint
         /// How long a client assertion is valid. Default 60 s; each request gets a new one.
         public var clientAssertionLifetime: Duration = .seconds(60)
-        /// The scope asked for. Default `openid profile offline_access`.
-        public var scope: String = "openid profile offline_access"
+        /// The scope asked for when a request names none (password, device and browser logins;
+        /// client credentials without a target scope); `""` asks for none. Default `nil`: `openid`,
+        /// plus `profile`, `email` and `offline_access` where the provider's discovery lists them in
+        /// `scopes_supported` (all three when it lists none), chosen at the first request.
+        public var scope: String?
         /// Whether ID tokens are verified against the provider's keys. Default `true`; turn off only
         /// for a provider that publishes no keys.
         public var verifiesIDTokens = true
@@ -122,6 +129,9 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
     private let transport: any HTTPTransport
     let now: @Sendable () -> Date
     private let metadataLoader: MetadataLoader
+    /// The scope chosen from discovery when the configuration names none, once discovery is loaded:
+    /// what ``source`` reports, so that a profile remembers the scope its login asked for.
+    private let chosenScope = LockedState<String?>(nil)
 
     /// An API for `configuration`'s issuer over `transport`.
     public convenience init(configuration: Configuration, transport: any HTTPTransport) {
@@ -143,8 +153,12 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         (endpoint.transport as? any PrefersTaskExecutor)?.preferredTaskExecutor
     }
 
+    /// The issuer, the client and the scope: the configuration's, else the one chosen from
+    /// discovery once it is loaded.
     public var source: CredentialSource {
-        CredentialSource(kind: .oauth2, endpoint: configuration.issuer, clientID: configuration.clientID, scope: configuration.scope)
+        CredentialSource(
+            kind: .oauth2, endpoint: configuration.issuer, clientID: configuration.clientID,
+            scope: configuration.scope ?? chosenScope.withLock { $0 })
     }
 
     var host: String { URLParts(configuration.issuer)?.host ?? configuration.issuer }
@@ -173,6 +187,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
     private func fetchMetadata() async throws -> (metadata: Metadata, verifier: IDTokenVerifier?) {
         let document = try await configuration.usesDiscovery ? discoveryDocument() : [:]
         let metadata = try Metadata(document: document, configuration: configuration, host: host)
+        if configuration.scope == nil { chosenScope.withLock { $0 = Self.defaultScope(supported: metadata.scopesSupported) } }
         var verifier: IDTokenVerifier?
         // No JWKS: an OAuth2-only provider. An ID token it sends anyway is refused in tokenRequest.
         if configuration.verifiesIDTokens, let jwksURI = metadata.jwksURI {
@@ -203,20 +218,61 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         return document
     }
 
+    // MARK: Scope
+
+    /// The scope asked for when the caller names none: ``Configuration/scope`` when set, else
+    /// ``defaultScope(supported:)`` for what the provider's discovery lists. Empty: none.
+    ///
+    /// - Throws: what discovery throws (see ``metadata()``).
+    package func requestedScope() async throws -> String {
+        askedScope(try await metadata())
+    }
+
+    /// ``requestedScope()`` with the provider's `metadata` at hand.
+    func askedScope(_ metadata: Metadata) -> String {
+        configuration.scope ?? Self.defaultScope(supported: metadata.scopesSupported)
+    }
+
+    /// The `scope` parameter a token request sends.
+    enum RequestScope {
+        /// None.
+        case omitted
+        /// This one, as given.
+        case given(String)
+        /// The API's (``OAuth2API/requestedScope()``); none when it is empty.
+        case configured
+    }
+
     // MARK: Grants
 
-    func tokenRequest(_ fields: [(String, String)], grant: TokenEndpoint.Grant, previous: Credentials? = nil) async throws -> Credentials {
+    func tokenRequest(
+        _ fields: [(String, String)], scope: RequestScope = .omitted, grant: TokenEndpoint.Grant, previous: Credentials? = nil
+    ) async throws -> Credentials {
         try await Telemetry.tokenRequest(grantType: fields.first { $0.0 == "grant_type" }?.1, issuer: configuration.issuer) {
-            try await sendTokenRequest(fields, grant: grant, previous: previous)
+            try await sendTokenRequest(fields, scope: scope, grant: grant, previous: previous)
         }
     }
 
-    private func sendTokenRequest(_ fields: [(String, String)], grant: TokenEndpoint.Grant, previous: Credentials?) async throws -> Credentials {
+    private func sendTokenRequest(
+        _ fields: [(String, String)], scope: RequestScope, grant: TokenEndpoint.Grant, previous: Credentials?
+    ) async throws -> Credentials {
         let (metadata, verifier) = try await loaded()
+        let asked: String?
+        switch scope {
+        case .omitted: asked = nil
+        case .given(let given): asked = given
+        case .configured:
+            let chosen = askedScope(metadata)
+            asked = chosen.isEmpty ? nil : chosen
+        }
+        var fields = fields
+        // Right after grant_type.
+        if let asked { fields.insert(("scope", asked), at: min(1, fields.count)) }
         let (response, json, _) = try await endpoint.postForm(
             metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
             fields: fields, authentication: authentication(metadata))
-        if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host) { throw error }
+        let scopes = TokenEndpoint.ScopeContext(asked: asked, advertised: metadata.scopesSupported)
+        if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host, scopes: scopes) { throw error }
         try TokenEndpoint.requireJSON(response, host: host)
         let credentials = try await TokenEndpoint.credentials(
             from: json, host: host, issuer: configuration.issuer, now: now(), verifier: verifier, previous: previous
@@ -233,9 +289,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
 
     public func logIn(for id: User.ID, with password: String) async throws -> Credentials {
         try await tokenRequest(
-            [("grant_type", "password"), ("username", id.rawValue), ("password", password), ("scope", configuration.scope)],
-            grant: .password
-        )
+            [("grant_type", "password"), ("username", id.rawValue), ("password", password)], scope: .configured, grant: .password)
     }
 
     public func refresh(_ credentials: Credentials) async throws -> Credentials {
@@ -251,18 +305,17 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         try await clientCredentials(for: TokenTarget(scope: scope))
     }
 
-    /// Credentials for the client itself, for `target`'s resources, audience and scope (the
-    /// configuration's scope when the target names none).
+    /// Credentials for the client itself, for `target`'s resources, audience and scope (when the
+    /// target names none, the configuration's scope, or the one chosen from discovery).
     ///
     /// - Throws: `LoginError` `.invalidConfiguration` for a resource that is not an absolute URI
     ///   without a fragment; `LoginError` `.invalidTarget` when the provider refuses the target,
     ///   and what the other grants throw.
     public func clientCredentials(for target: TokenTarget) async throws -> Credentials {
         try target.validate()
-        var fields = [("grant_type", "client_credentials")]
-        if let scope = target.scope ?? (configuration.scope.isEmpty ? nil : configuration.scope) { fields.append(("scope", scope)) }
-        fields += target.formFields
-        return try await tokenRequest(fields, grant: .clientCredentials)
+        return try await tokenRequest(
+            [("grant_type", "client_credentials")] + target.formFields, scope: target.scope.map(RequestScope.given) ?? .configured,
+            grant: .clientCredentials)
     }
 
     @discardableResult
@@ -294,10 +347,12 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
             throw ServerError(
                 .misconfigured, "\(host) offers no device authorization endpoint; set OAuth2API.Configuration.endpoints.deviceAuthorization if it has one")
         }
+        let asked = scope ?? askedScope(metadata)
         let (response, json, _) = try await endpoint.postForm(
             url, origin: origin(configuration.endpoints.deviceAuthorization, setting: "deviceAuthorization", field: "device_authorization_endpoint"),
-            fields: [("scope", scope ?? configuration.scope)], authentication: authentication(metadata))
-        if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host) { throw error }
+            fields: asked.isEmpty ? [] : [("scope", asked)], authentication: authentication(metadata))
+        let scopes = TokenEndpoint.ScopeContext(asked: asked.isEmpty ? nil : asked, advertised: metadata.scopesSupported)
+        if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host, scopes: scopes) { throw error }
         guard let object = json?.objectValue,
             let deviceCode = object["device_code"]?.stringValue, let userCode = object["user_code"]?.stringValue,
             let verificationURI = object["verification_uri"]?.stringValue ?? object["verification_url"]?.stringValue,

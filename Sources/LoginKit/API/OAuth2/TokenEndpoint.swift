@@ -33,7 +33,15 @@ struct TokenEndpoint: Sendable {
         case provider(String)
     }
 
-    /// POSTs `fields` as a form, with client authentication `authentication`.
+    /// The grants whose request carries a one-time credential: a refresh token (rotated by many
+    /// providers, which revoke the whole family when they see a retired one again), an
+    /// authorization code, a device code.
+    static let oneTimeCredentialGrants: Set<String> = [
+        "refresh_token", "authorization_code", "urn:ietf:params:oauth:grant-type:device_code",
+    ]
+
+    /// POSTs `fields` as a form, with client authentication `authentication`. A grant in
+    /// ``oneTimeCredentialGrants`` is sent so that the transport never resends it.
     func postForm(
         _ url: String, origin: URLOrigin, fields: [(String, String)], authentication: ClientAuthentication?
     ) async throws -> (HTTPResponse, JSONValue?, Data) {
@@ -57,16 +65,23 @@ struct TokenEndpoint: Sendable {
         case nil:
             break
         }
-        return try await send(url, origin: origin, method: .post, headers: headers, body: Data(FormURLEncoding.encode(fields).utf8))
+        let oneTime = fields.contains { $0.0 == "grant_type" && Self.oneTimeCredentialGrants.contains($0.1) }
+        return try await send(
+            url, origin: origin, method: .post, headers: headers, body: Data(FormURLEncoding.encode(fields).utf8),
+            carriesOneTimeCredential: oneTime)
     }
 
     /// Sends a request and parses the body as JSON when it is JSON; never throws for a status.
+    /// With `carriesOneTimeCredential`, through a transport that never resends it
+    /// (`NeverResendingTransport`, such as `CurlHTTPClient`) when the transport is one: a provider
+    /// that saw the credential twice may revoke everything issued from it.
     ///
     /// - Throws: when `url` is not an absolute http(s) URL, nothing is sent and the error depends on
     ///   `origin`: `LoginError` `.invalidConfiguration` for the caller's setting, `ServerError`
     ///   `.misconfigured` for the provider's metadata; otherwise the transport's errors.
     func send(
-        _ url: String, origin: URLOrigin, method: HTTPRequest.Method, headers: HTTPFields, body: Data?
+        _ url: String, origin: URLOrigin, method: HTTPRequest.Method, headers: HTTPFields, body: Data?,
+        carriesOneTimeCredential: Bool = false
     ) async throws -> (HTTPResponse, JSONValue?, Data) {
         guard let request = HTTPRequest(method: method, url: url, headerFields: headers) else {
             switch origin {
@@ -76,7 +91,13 @@ struct TokenEndpoint: Sendable {
                 throw ServerError(.misconfigured, "\(field) \(Self.quoted(url: url)) is not an absolute http(s) URL")
             }
         }
-        let (response, data) = try await transport.send(request, body: body)
+        let received: (HTTPResponse, Data)
+        if carriesOneTimeCredential, let transport = transport as? any NeverResendingTransport {
+            received = try await transport.sendNeverResent(request, body: body)
+        } else {
+            received = try await transport.send(request, body: body)
+        }
+        let (response, data) = received
         return (response, try? JSONValue.parse(Array(data)), data)
     }
 
@@ -86,8 +107,32 @@ struct TokenEndpoint: Sendable {
         url.contains("@") ? "(a URL with user info, which is refused; not shown)" : "\"\(printableExcerpt(url, limit: 200))\""
     }
 
-    /// The typed error for a non-2xx response, or `nil` for 2xx.
-    static func error(for response: HTTPResponse, json: JSONValue?, grant: Grant, host: String) -> (any Error)? {
+    /// What an `invalid_scope` refusal names: the scope the request asked for (`nil`: it named
+    /// none) and the scopes the provider's discovery lists (`scopes_supported`; `nil` or empty: none).
+    struct ScopeContext {
+        let asked: String?
+        let advertised: [String]?
+
+        /// The message of an `invalid_scope` refusal; `detail` is the provider's description, already
+        /// made printable. Both scope lists are escaped and cut: the advertised one is the provider's.
+        func refusal(detail: String) -> String {
+            let refused =
+                asked.map { "the provider refused the scope \"\(printableExcerpt($0, limit: 500))\"" } ?? "the provider refused the scope"
+            let offer =
+                if let advertised, !advertised.isEmpty {
+                    "it advertises \"\(printableExcerpt(advertised.joined(separator: " "), limit: 500))\" (scopes_supported)"
+                } else {
+                    "the provider's discovery lists no scopes_supported"
+                }
+            return "\(refused) (invalid_scope)\(detail); \(offer)"
+        }
+    }
+
+    /// The typed error for a non-2xx response, or `nil` for 2xx. An `invalid_scope` refusal names
+    /// what `scopes` holds, when given.
+    static func error(
+        for response: HTTPResponse, json: JSONValue?, grant: Grant, host: String, scopes: ScopeContext? = nil
+    ) -> (any Error)? {
         let status = response.status.code
         guard !(200..<300).contains(status) else { return nil }
         let retryAfter = response.headerFields[.retryAfter].flatMap(parseRetryAfter)
@@ -121,7 +166,8 @@ struct TokenEndpoint: Sendable {
         case "unauthorized_client":
             return LoginError(.unauthorizedClient, "this client may not use this grant\(detail)", providerError: body.error)
         case "invalid_scope":
-            return LoginError(.invalidScope, "the requested scope was refused\(detail)", providerError: body.error)
+            let message = scopes.map { $0.refusal(detail: detail) } ?? "the requested scope was refused\(detail)"
+            return LoginError(.invalidScope, message, providerError: body.error)
         case "access_denied":
             return LoginError(.accessDenied, "the request was denied\(detail)", providerError: body.error)
         case "expired_token":

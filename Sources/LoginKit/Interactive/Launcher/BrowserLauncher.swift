@@ -4,8 +4,9 @@
 /// the dev server like a browser would.
 ///
 /// Concurrency contract: `Sendable`. `open` may keep running while the login waits for the redirect
-/// (a launcher that waits for its browser to exit, a scripted browser); when the login ends first it
-/// is cancelled and must return promptly, leaving the browser itself alone.
+/// (a launcher that waits for its browser to exit, a scripted browser, `SystemBrowserLauncher`
+/// keeping the page it handed the browser); when the login ends, however it ends, it is cancelled
+/// and must return promptly, leaving the browser itself alone. The login awaits it before returning.
 public protocol BrowserLauncher: Sendable {
     /// Opens `url`.
     ///

@@ -24,10 +24,12 @@ package enum CallbackPage {
         switch outcome {
         case .notACallback:
             return ReceiverReply(status: 400, page: notASignInResponse)
+        case .foreign:
+            return ReceiverReply(status: 400, page: ignoredResponse)
         case .code(let code):
             return ReceiverReply(status: 200, page: signedIn, outcome: .success(code))
         case .failed(let error as LoginError) where error.isForgedResponse:
-            return ReceiverReply(status: 400, page: foreignResponse, outcome: .failure(error))
+            return ReceiverReply(status: 400, page: otherIssuer, outcome: .failure(error))
         case .failed(let error as LoginError) where error.code == .accessDenied:
             return ReceiverReply(status: 200, page: denied, outcome: .failure(error))
         case .failed(let error):
@@ -39,9 +41,13 @@ package enum CallbackPage {
         "Signed in", "You are signed in. You can close this window and return to the application.")
     static let denied = page("Sign-in denied", "The sign-in was denied. You can close this window.")
     static let failed = page("Sign-in failed", "The sign-in did not complete. Return to the application for details.")
-    static let foreignResponse = page(
+    static let otherIssuer = page(
         "Sign-in refused",
-        "This response does not belong to the sign-in in progress, so nothing was signed in. Return to the application and start again."
+        "This response does not come from the provider the application signs in with, so nothing was signed in. Return to the application and start again."
+    )
+    static let ignoredResponse = page(
+        "Sign-in response refused",
+        "This response does not belong to the sign-in in progress, so it was ignored. If you are signing in, finish in the window the application opened."
     )
     static let notASignInResponse = page(
         "Not a sign-in response", "This address only accepts the response of a sign-in.")

@@ -9,9 +9,13 @@
 /// The receiver thread's side: its open connections, touched by this thread only (it is created on
 /// the thread and never leaves it).
 ///
-/// One `poll` covers the wake-up pipe, the listening socket and every open connection, so a browser's
-/// idle speculative connection never holds up the one that carries the callback. Each connection
-/// gets one request and one response, then is closed.
+/// One `poll` covers the wake-up pipe, the listening socket and every open connection, so an idle
+/// connection — a browser's speculative one, or one another local process opens and leaves — never
+/// holds up the one that carries the callback. Each connection gets one request and one response,
+/// then is closed. A connection is read as soon as it is accepted (a browser sends its request with
+/// the connection), and up to ``maximumConnections`` stay open, each for at most
+/// ``connectionLifetime``: idle connections opened before or after the browser's do not push it out
+/// unless there are more of them than that.
 final class ReceiverLoop {
     private struct Connection {
         let descriptor: Int32
@@ -19,8 +23,9 @@ final class ReceiverLoop {
         let deadline: ContinuousClock.Instant
     }
 
-    /// The most connections kept open at once; a new one closes the oldest.
-    static let maximumConnections = 16
+    /// The most connections kept open at once; a new one closes the oldest. Far more than a browser
+    /// opens (a few), so that a handful of idle connections from elsewhere cannot crowd it out.
+    static let maximumConnections = 64
     /// How long a connection may take to send its request.
     static let connectionLifetime: Duration = .seconds(30)
     private static let readable = Int16(POLLIN)
@@ -70,7 +75,7 @@ final class ReceiverLoop {
             for index in connections.indices.reversed() where descriptors[index + 2].revents != 0 {
                 if let outcome = serve(at: index) { return outcome }
             }
-            if descriptors[1].revents != 0 { acceptConnections() }
+            if descriptors[1].revents != 0, let outcome = acceptConnections() { return outcome }
             dropExpiredConnections()
         }
     }
@@ -114,10 +119,14 @@ final class ReceiverLoop {
         }
     }
 
-    private func acceptConnections() {
-        while true {
+    /// Accepts the connections waiting — at most ``maximumConnections`` in one pass, so that a stream
+    /// of them never keeps the loop from the wake-up pipe and the open connections — and reads each
+    /// at once: a request that came with its connection is answered before any later connection can
+    /// push it out. The outcome when one of those answers ends the login.
+    private func acceptConnections() -> Result<String, any Error>? {
+        for _ in 0..<Self.maximumConnections {
             let descriptor = accept(listener, nil, nil)
-            guard descriptor >= 0 else { return }  // EAGAIN: none left; anything else: next poll
+            guard descriptor >= 0 else { return nil }  // EAGAIN: none left; anything else: next poll
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
             _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
             #if canImport(Darwin)
@@ -127,7 +136,9 @@ final class ReceiverLoop {
             if connections.count >= Self.maximumConnections { drop(at: 0) }
             connections.append(
                 Connection(descriptor: descriptor, deadline: ContinuousClock.now + Self.connectionLifetime))
+            if let outcome = serve(at: connections.count - 1) { return outcome }
         }
+        return nil
     }
 
     /// Sends a response on connection `index`, then closes it.

@@ -123,10 +123,12 @@ enum LoopbackSocket {
     }
 }
 
-/// `listen(2)` with a small backlog: a browser opens a few connections at most. (A free function
+/// `listen(2)` with a backlog of 128 (the kernel caps it at `net.core.somaxconn`): a browser opens a
+/// few connections, but a burst of connections from elsewhere must not fill the queue — a browser's
+/// connection refused by a full queue waits a second or more for its retry. (A free function
 /// because `LoopbackSocket.listen(on:)` shadows the C name inside the enum.)
 private func startListening(_ descriptor: Int32) -> Int32 {
-    listen(descriptor, 16)
+    listen(descriptor, 128)
 }
 
 /// `bind(2)` with a `sockaddr_in` or `sockaddr_in6`.

@@ -96,6 +96,16 @@ final class StoreKeys {
         return false
     }
 
+    /// Whether this store seals with a key its user gave (`.key`, or `LOGINKIT_STORE_KEY` where the
+    /// sealing uses it): such a store reads no plain file, since only a sealed one proves it was
+    /// written with that key. (A keyring store reads a plain file and seals it on its next save:
+    /// a plaintext fallback, or a file from before the keyring was chosen.)
+    var sealsWithGivenKey: Bool {
+        guard explicitKey != nil else { return false }
+        if case .automatic(let automatic) = sealing { return automatic.usesExplicitKey }
+        return true
+    }
+
     /// Whether saves seal without a provider's help (an explicit key or a chosen provider).
     var sealsForSure: Bool {
         if explicitKey != nil { return true }
