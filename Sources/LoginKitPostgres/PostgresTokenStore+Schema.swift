@@ -106,7 +106,7 @@ extension PostgresTokenStore {
     /// What exists of the store's objects, who owns them, and who else may use the quarantine table.
     struct Inspection: Sendable {
         /// One object: whether it exists, its owner, and whether that is the connection's role or
-        /// a role it is a member of.
+        /// a role it is a member of by a grant (not a superuser's implicit membership of every role), or a superuser.
         struct Object: Sendable {
             var exists: Bool
             var owner: String?
@@ -140,12 +140,19 @@ extension PostgresTokenStore {
     func inspect(_ objects: StoreObjects, query: (PostgresQuery) async throws -> PostgresRowSequence) async throws -> Inspection {
         let rows = try await query(
             """
+            WITH RECURSIVE mine (oid) AS (
+                SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = CURRENT_USER
+                UNION
+                SELECT m.roleid FROM pg_catalog.pg_auth_members AS m JOIN mine ON m.member = mine.oid
+            ), trusted (oid) AS (
+                SELECT mine.oid FROM mine UNION SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolsuper
+            )
             SELECT current_user::text,
-                t.oid IS NOT NULL, pg_catalog.pg_get_userbyid(t.relowner)::text, COALESCE(pg_catalog.pg_has_role(t.relowner, 'MEMBER'), false),
-                q.oid IS NOT NULL, pg_catalog.pg_get_userbyid(q.relowner)::text, COALESCE(pg_catalog.pg_has_role(q.relowner, 'MEMBER'), false),
+                t.oid IS NOT NULL, pg_catalog.pg_get_userbyid(t.relowner)::text, COALESCE(t.relowner IN (SELECT trusted.oid FROM trusted), false),
+                q.oid IS NOT NULL, pg_catalog.pg_get_userbyid(q.relowner)::text, COALESCE(q.relowner IN (SELECT trusted.oid FROM trusted), false),
                 COALESCE((SELECT pg_catalog.string_agg(DISTINCT CASE WHEN a.grantee = 0::oid THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::text END, ', ')
                           FROM pg_catalog.aclexplode(q.relacl) AS a WHERE a.grantee <> q.relowner), ''),
-                f.oid IS NOT NULL, pg_catalog.pg_get_userbyid(f.proowner)::text, COALESCE(pg_catalog.pg_has_role(f.proowner, 'MEMBER'), false),
+                f.oid IS NOT NULL, pg_catalog.pg_get_userbyid(f.proowner)::text, COALESCE(f.proowner IN (SELECT trusted.oid FROM trusted), false),
                 EXISTS (SELECT FROM pg_catalog.unnest(f.proconfig) AS c(setting) WHERE c.setting LIKE 'search_path=%'),
                 (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger AS g WHERE g.tgrelid = t.oid AND g.tgfoid = f.oid
                     AND g.tgname IN ('loginkit_notify', 'loginkit_notify_truncate')) = 2,

@@ -17,7 +17,7 @@ import LoginKitHTTP
 ///
 /// - One row per profile (see docs/fleet.md for the schema), created by ``migrate()``. Every object
 ///   is named with its schema (an unqualified ``Configuration/table`` is in `current_schema()`,
-///   resolved once), and must be owned by the connecting role or a role it is a member of: a table,
+///   resolved once), and must be owned by the connecting role or a role it is a member of by a grant (a superuser is not, by its implicit membership), or a superuser: a table,
 ///   quarantine table or change function that another role made first is refused
 ///   (`TokenStoreError` `.wrongOwner`), as is a quarantine table that grants privileges to others
 ///   (`.insecurePermissions`).

@@ -132,16 +132,28 @@ extension AuthService {
         }
         let userID = usesIDTokenSubject ? User(credentials: credentials, fallbackID: loginID).id : loginID
         let profile = StoredProfile(credentials: credentials, source: api.source, userID: userID.rawValue, attributes: attributes, updatedAt: clock.now)
+        let written: Bool
         do {
-            try await store.save(profile, as: profileName)
+            // Written under the store's lock only while no logout has begun: a logout deletes and
+            // revokes under that same lock, so either it finds this profile or this save finds the
+            // logout begun.
+            written = try await store.withExclusiveAccess(to: profileName) { transaction -> Bool in
+                guard machine.withLock({ $0.mayHandOut(startedIn: epoch) }) else { return false }
+                transaction[profileName] = profile
+                return true
+            }
         } catch {
             logger.error("the login's credentials could not be saved; revoking them", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
             _ = await revokeBounded(credentials)
             throw error
         }
+        guard written else {
+            _ = await revokeBounded(credentials)
+            throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began during the login; the new credentials were revoked")
+        }
         let known = HeldProfile(profile)
         guard machine.withLock({ $0.loginSaved(known, startedIn: epoch) }) == .save else {
-            // The logout that began during the save revokes and deletes what was saved: it takes
+            // The logout that began after the save revokes and deletes what was saved: it takes
             // the store's lock after this save released it.
             throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began during the login")
         }

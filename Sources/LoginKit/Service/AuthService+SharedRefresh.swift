@@ -142,7 +142,7 @@ extension AuthService {
     /// or this one after a restart, will have to log in again). `nil` again once a refresh was
     /// saved. A short-lived program (the CLI) asks after its token call and says so loudly.
     package nonisolated var unsavedRefresh: TokenStoreError? {
-        unsavedRefreshError.withLock { $0 }
+        machine.withLock { $0.unsavedRefreshError }
     }
 
     /// Under the store's lock: re-read; if another task or process already refreshed, take that;
@@ -150,12 +150,22 @@ extension AuthService {
     /// gets the new credentials.
     private func performRefresh(firstSeen: StoredProfile, decision: RefreshDecision, epoch: UInt64) async throws -> Credentials {
         var saved: StoredProfile?
+        var resaved: StoredProfile?
+        var heldByStore: String?
         var refusedSave = false
         let outcome: Outcome
         let savedStamp: UInt64?
         do {
             (outcome, savedStamp) = try await exclusiveAccess { transaction -> Outcome in
                 guard var stored = transaction[profileName] else { throw notLoggedIn() }
+                heldByStore = stored.credentials.refreshToken
+                if let unsaved = machine.withLock({ $0.inPlaceOf(stored, startedIn: epoch) }) {
+                    // The store still holds the refresh token an unsaved refresh retired: the
+                    // unsaved profile stands in for it, and is saved now if the store can take it.
+                    stored = unsaved
+                    transaction[profileName] = unsaved
+                    resaved = unsaved
+                }
                 guard decision.mustRefresh(stored: stored, firstSeen: firstSeen, now: clock.now) else {
                     return .tookStored(stored.credentials)  // someone else refreshed meanwhile
                 }
@@ -171,7 +181,7 @@ extension AuthService {
                     }
                 }
                 try await checkGate()
-                switch try await refreshRetrying(stored) {
+                switch try await refreshRetrying(stored, heldByStore: heldByStore) {
                 case .refreshed(var credentials):
                     try Self.checkSameSubject(credentials, replacing: stored.credentials)
                     credentials.issuedAt = clock.now  // received now: the APIs carry the old stamp over
@@ -197,9 +207,8 @@ extension AuthService {
             if let saved {
                 // The refreshed credentials are what callers get, even unsaved: they are the last
                 // known. The provider retired the stored refresh token, so this is said loudly.
-                let held = HeldProfile(saved)
-                machine.withLock { $0.refreshSaved(held, stamp: nil, startedIn: epoch) }
-                unsavedRefreshError.withLock { $0 = error }
+                let retired = heldByStore
+                machine.withLock { $0.refreshUnsaved(saved, replacing: retired, error: error, startedIn: epoch) }
                 logger.error(
                     "the refreshed credentials could not be saved; serving them from memory, and the session ends with this process",
                     metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
@@ -229,11 +238,15 @@ extension AuthService {
                 let held = HeldProfile(saved)
                 machine.withLock { $0.refreshSaved(held, stamp: savedStamp, startedIn: epoch) }
             }
-            unsavedRefreshError.withLock { $0 = nil }
             logger.debug("refreshed", metadata: logMetadata)
             eventBroadcaster.emit(.refreshed)
             return credentials
         case .tookStored(let credentials):
+            if let resaved {
+                // An unsaved refresh's profile, saved now.
+                let held = HeldProfile(resaved)
+                machine.withLock { $0.refreshSaved(held, stamp: savedStamp, startedIn: epoch) }
+            }
             logger.debug("took the credentials another task or process had just refreshed", metadata: logMetadata)
             return credentials
         case .keptOld(let credentials):
@@ -332,7 +345,10 @@ extension AuthService {
     /// process may have rotated it: then theirs is taken); otherwise the answer is lost
     /// (`.answerLost`: the profile is kept and marked, and the caller is told). So is a refresh
     /// cancelled while it waited (the refresh's deadline, a logout).
-    private func refreshRetrying(_ stored: StoredProfile) async throws -> Outcome {
+    ///
+    /// `heldByStore` is the refresh token the store holds (it differs from `stored`'s when an
+    /// unsaved refresh stands in): a re-read store holding another one was rotated elsewhere.
+    private func refreshRetrying(_ stored: StoredProfile, heldByStore: String?) async throws -> Outcome {
         let policy = configuration.retryPolicy
         var attempt = 0
         while true {
@@ -346,7 +362,7 @@ extension AuthService {
             } catch let error as LoginError where error.code == .refreshTokenRejected {
                 // A failed read is not "not rotated": it throws, and the profile stays.
                 if let current = try await store.profile(named: profileName),
-                    current.credentials.refreshToken != stored.credentials.refreshToken
+                    current.credentials.refreshToken != heldByStore
                 {
                     return .tookStored(current.credentials)  // rotated elsewhere: theirs is the live one
                 }
@@ -355,7 +371,7 @@ extension AuthService {
                 throw LoginRequiredError(error.code, profile: profileName, error.message, underlying: error.underlying)
             } catch let error as NetworkError where stored.credentials.refreshToken != nil && Self.mayHaveReachedProvider(error) {
                 if let current = try await store.profile(named: profileName),
-                    current.credentials.refreshToken != stored.credentials.refreshToken
+                    current.credentials.refreshToken != heldByStore
                 {
                     return .tookStored(current.credentials)  // rotated elsewhere: theirs is the live one
                 }

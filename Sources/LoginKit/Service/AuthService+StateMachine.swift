@@ -15,7 +15,7 @@ import LoginKitHTTP
 ///   bumps it), how many logouts run, and the refresh that was running when the first one began,
 ///   until that refresh ends; nothing is handed out, remembered or started.
 ///
-/// The epoch is bumped when a logout begins. Work that started in an older epoch (a login, a
+/// The epoch is bumped when a logout begins, and again when the last one ends. Work that started in an older epoch (a login, a
 /// refresh, a token request) must not hand out or save credentials: the user logged out since. A
 /// logout drops everything the active state held, so nothing from before it can be found again.
 struct AuthStateMachine: Sendable {
@@ -37,6 +37,21 @@ struct AuthStateMachine: Sendable {
         var remembered: (stamp: UInt64, profile: HeldProfile)?
         /// The profile as last read or written, served while the store is `.unavailable`.
         var lastKnown: HeldProfile?
+        /// A refresh whose credentials the store could not take: served in place of the stored
+        /// profile while the store still holds the refresh token it retired (`retired`), so that
+        /// token is never sent again; saved by the next access that can.
+        var unsaved: (profile: StoredProfile, retired: String, error: TokenStoreError)?
+        /// Logins saved in this epoch: a step that read the store before one was saved does not
+        /// make what it read the last known profile.
+        var logins: UInt64 = 0
+
+        /// Keeps `profile` as the last known one, unless the one kept was issued later: a step that
+        /// read the store before a login or a refresh saved finishes after it, and must not put
+        /// back what it read.
+        mutating func know(_ profile: HeldProfile) {
+            if let lastKnown, lastKnown.timing.issuedAt > profile.timing.issuedAt { return }
+            lastKnown = profile
+        }
 
         /// Remembers `profile`, read under `stamp`; never in place of one read under a later stamp
         /// (steps may finish out of order).
@@ -146,7 +161,11 @@ struct AuthStateMachine: Sendable {
     /// logout began during the save (which then revokes and deletes what was saved).
     mutating func loginSaved(_ profile: HeldProfile, startedIn epoch: UInt64) -> LoginResultAction {
         guard mayHandOut(startedIn: epoch) else { return .discard }
-        updateActive { $0.lastKnown = profile }
+        updateActive { active in
+            active.lastKnown = profile
+            active.unsaved = nil
+            active.logins &+= 1
+        }
         return .save
     }
 
@@ -271,19 +290,23 @@ struct AuthStateMachine: Sendable {
     /// for the cached path, so that the calls that follow under the same stamp are served or wait
     /// without reading the store. The sessions' refresh asks with no profile.
     mutating func tokenRequested(
-        startedIn epoch: UInt64, verdict: RefreshDecision.Verdict, read profile: HeldProfile? = nil, stamp: UInt64? = nil
+        startedIn epoch: UInt64, verdict: RefreshDecision.Verdict, read profile: HeldProfile? = nil, stamp: UInt64? = nil,
+        loginsSeen: UInt64? = nil
     ) -> TokenAction {
         guard mayHandOut(startedIn: epoch) else { return .loggedOut }
         return updateActive { active -> TokenAction in
+            // A profile read before a login was saved is served to its caller, but is not the
+            // last known one after that login.
+            let profile = loginsSeen.map { $0 == active.logins } ?? true ? profile : nil
             switch verdict {
             case .serve:
                 if let profile {
-                    active.lastKnown = profile
+                    active.know(profile)
                     if let stamp { active.remember(profile, stamp: stamp) }
                 }
                 return .serve
             case .serveAndRefresh:
-                if let profile { active.lastKnown = profile }
+                if let profile { active.know(profile) }
                 let refresh = active.joinOrStartRefresh()
                 return .serveAndRefresh(start: refresh.isNew ? refresh.flight : nil)
             case .refresh:
@@ -313,9 +336,43 @@ struct AuthStateMachine: Sendable {
     mutating func refreshSaved(_ profile: HeldProfile, stamp: UInt64?, startedIn epoch: UInt64) {
         guard mayHandOut(startedIn: epoch) else { return }
         updateActive { active in
-            active.lastKnown = profile
+            active.know(profile)
+            active.unsaved = nil
             if let stamp { active.remember(profile, stamp: stamp) }
         }
+    }
+
+    /// The shared refresh that started in `epoch` got `profile` from the provider, but the store
+    /// could not save it (`error`) and still holds `retired`, the refresh token the provider has
+    /// retired: `profile` is what this service serves and refreshes from now on (the last known
+    /// profile, and in place of the stored one while that still holds `retired`).
+    mutating func refreshUnsaved(_ profile: StoredProfile, replacing retired: String?, error: TokenStoreError, startedIn epoch: UInt64) {
+        guard mayHandOut(startedIn: epoch) else { return }
+        updateActive { active in
+            active.lastKnown = HeldProfile(profile)
+            if let retired { active.unsaved = (profile, retired, error) }
+        }
+    }
+
+    /// The unsaved refresh's profile, when `stored` (read from the store by work that began in
+    /// `epoch`) still holds the refresh token that refresh retired; `nil` otherwise.
+    func inPlaceOf(_ stored: StoredProfile, startedIn epoch: UInt64) -> StoredProfile? {
+        guard case .active(let active) = state, active.epoch == epoch, let unsaved = active.unsaved,
+            stored.credentials.refreshToken == unsaved.retired
+        else { return nil }
+        return unsaved.profile
+    }
+
+    /// Logins saved in this epoch (see `Active.logins`); 0 during a logout.
+    var logins: UInt64 {
+        guard case .active(let active) = state else { return 0 }
+        return active.logins
+    }
+
+    /// The save that failed after the last refresh, while its credentials are the ones served.
+    var unsavedRefreshError: TokenStoreError? {
+        guard case .active(let active) = state else { return nil }
+        return active.unsaved?.error
     }
 
     enum RefreshResultAction: Sendable, Hashable {
@@ -372,7 +429,9 @@ struct AuthStateMachine: Sendable {
             loggingOut.count -= 1
             state = .loggingOut(loggingOut)
         } else {
-            state = .active(Active(epoch: loggingOut.epoch))
+            // A new epoch again: work that began while the logout ran (a read of what it then
+            // deleted) hands out nothing.
+            state = .active(Active(epoch: loggingOut.epoch + 1))
         }
     }
 }

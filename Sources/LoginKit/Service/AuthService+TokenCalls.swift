@@ -82,7 +82,7 @@ extension AuthService {
             if joinedReads < 2, let announced = look.read {
                 reading = announced
             } else {
-                switch try await step(kind, decision, stamp: stamp, mayJoinRead: joinedReads < 2, startedIn: joinedReads > 0 ? startEpoch : nil) {
+                switch try await step(kind, decision, stamp: stamp, mayJoinRead: joinedReads < 2, startedIn: startEpoch) {
                 case .serve(let credentials):
                     return credentials
                 case .wait(let flight, let epoch):
@@ -115,14 +115,17 @@ extension AuthService {
     }
 
     /// What the actor decides for a token call: serve what the store holds (remembering it for the
-    /// cached path), or wait for the one shared refresh (starting it when none runs). A call that
-    /// waited for another call's read before coming here began in `startEpoch`.
+    /// cached path), or wait for the one shared refresh (starting it when none runs). The call began in
+    /// `startEpoch`: nothing from after a logout that began since is handed to it.
     private func step(
         _ kind: TokenKind, _ decision: RefreshDecision, stamp: UInt64?, mayJoinRead: Bool, startedIn startEpoch: UInt64?
     ) async throws -> TokenStep {
         let epoch: UInt64
         let reading: Flight<Void>?
-        switch machine.withLock({ $0.readRequested(stamp: stamp, mayJoin: mayJoinRead, startedIn: startEpoch) }) {
+        // The logins saved so far, taken with the read: what is read is not the last known profile
+        // once a login saved after it.
+        let (action, loginsSeen) = machine.withLock { ($0.readRequested(stamp: stamp, mayJoin: mayJoinRead, startedIn: startEpoch), $0.logins) }
+        switch action {
         case .loggedOut:
             throw loggedOut()
         case .join(let announced):
@@ -147,7 +150,9 @@ extension AuthService {
                 updateDiagnostics { $0.loginRequired = true }
                 throw notLoggedIn()
             }
-            profile = stored
+            // A refresh the store could not save stands in for the profile holding the refresh
+            // token it retired: that token is never sent again.
+            profile = machine.withLock { $0.inPlaceOf(stored, startedIn: epoch) } ?? stored
         } catch let error as TokenStoreError where error.code == .unavailable {
             // The store's database is unreachable: credentials this service already had are served
             // while they need no refresh; a refresh needs the store's lock, so it waits.
@@ -162,7 +167,7 @@ extension AuthService {
         let verdict = decision.verdict(for: profile, now: clock.now)
         reportIfUngrantable(decision, profile)
         let read = HeldProfile(profile)
-        switch machine.withLock({ $0.tokenRequested(startedIn: epoch, verdict: verdict, read: read, stamp: stamp) }) {
+        switch machine.withLock({ $0.tokenRequested(startedIn: epoch, verdict: verdict, read: read, stamp: stamp, loginsSeen: loginsSeen) }) {
         case .serve:
             return .serve(read.credentials)
         case .serveAndRefresh(let start):

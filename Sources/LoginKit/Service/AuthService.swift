@@ -95,8 +95,6 @@ public actor AuthService: AuthServiceProtocol {
     /// The store's change stamps, which vouch for the profile the cached path serves (`nil`: the
     /// store has none, every call takes the actor's step).
     nonisolated let stamps: (any TokenStoreChangeStamp)?
-    /// What ``unsavedRefresh`` answers (AuthService+SharedRefresh.swift).
-    nonisolated let unsavedRefreshError = LockedState<TokenStoreError?>(nil)
 
     // Bookkeeping of the sessions and the diagnostics, isolated to the actor: not part of any
     // login, token or refresh decision (the machine makes those).

@@ -59,7 +59,7 @@ import Testing
         let expected: Machine.LoginAction =
             switch start {
             case .idle, .refreshing: .start(epoch: 0)
-            case .afterALogout: .start(epoch: 1)
+            case .afterALogout: .start(epoch: 2)
             case .loggingIn: .refuse(reason: "a login is already in progress")
             case .loggingOut, .loggingOutDuringARefresh: .refuse(reason: "a logout is in progress")
             }
@@ -154,7 +154,7 @@ import Testing
         _ = machine.logoutRequested()
         #expect(machine.loginRequested() == .refuse(reason: "a logout is in progress"))
         machine.logoutFinished()
-        #expect(machine.loginRequested() == .start(epoch: 1))
+        #expect(machine.loginRequested() == .start(epoch: 2))
     }
 
     @Test func aLoginOvertakenByALogoutIsDiscarded() {
@@ -167,8 +167,8 @@ import Testing
         machine.loginFinished(startedIn: epoch)  // the overtaken login ends: the logout still runs
         #expect(machine.loginRequested() == .refuse(reason: "a logout is in progress"))
         machine.logoutFinished()
-        #expect(machine.knownProfile(startedIn: 1) == nil, "the discarded login left nothing to serve")
-        #expect(machine.loginRequested() == .start(epoch: 1))
+        #expect(machine.knownProfile(startedIn: 2) == nil, "the discarded login left nothing to serve")
+        #expect(machine.loginRequested() == .start(epoch: 2))
     }
 
     @Test func anOvertakenLoginDoesNotReopenTheGuardForTheNextOne() {
@@ -176,11 +176,11 @@ import Testing
         #expect(machine.loginRequested() == .start(epoch: 0))  // L1
         _ = machine.logoutRequested()
         machine.logoutFinished()
-        #expect(machine.loginRequested() == .start(epoch: 1))  // L2
+        #expect(machine.loginRequested() == .start(epoch: 2))  // L2
         machine.loginFinished(startedIn: 0)  // L1 ends late
         #expect(machine.loginRequested() == .refuse(reason: "a login is already in progress"))  // L3
-        machine.loginFinished(startedIn: 1)
-        #expect(machine.loginRequested() == .start(epoch: 1))
+        machine.loginFinished(startedIn: 2)
+        #expect(machine.loginRequested() == .start(epoch: 2))
     }
 
     @Test func aSavedLoginIsTheLastKnownProfile() {
@@ -209,7 +209,8 @@ import Testing
         #expect(machine.isRefreshing == false)
         machine.logoutFinished()
         #expect(machine.tokenRequested(startedIn: 0, verdict: .serve) == .loggedOut)
-        #expect(machine.tokenRequested(startedIn: 1, verdict: .serve) == .serve)
+        #expect(machine.tokenRequested(startedIn: 2, verdict: .serve) == .serve)
+        #expect(machine.tokenRequested(startedIn: 1, verdict: .serve) == .loggedOut)
     }
 
     @Test func aFinishedRefreshIsNotHandedOutOnceALogoutBegan() {
@@ -224,7 +225,7 @@ import Testing
         #expect(!machine.mayHandOut(startedIn: 0))
         #expect(!machine.mayHandOut(startedIn: 1))  // not during the logout either
         machine.logoutFinished()
-        #expect(machine.mayHandOut(startedIn: 1))
+        #expect(machine.mayHandOut(startedIn: 2))
         #expect(!machine.mayHandOut(startedIn: 0))
     }
 
@@ -260,10 +261,10 @@ import Testing
         #expect(machine.loginRequested() == .refuse(reason: "a logout is in progress"), "one logout still runs")
         #expect(!machine.mayHandOut(startedIn: 2))
         machine.logoutFinished()
-        #expect(machine.mayHandOut(startedIn: 2))
-        #expect(machine.epoch == 2)
+        #expect(machine.mayHandOut(startedIn: 3))
+        #expect(machine.epoch == 3)
         machine.logoutFinished()  // more ends than starts change nothing
-        #expect(machine.epoch == 2)
+        #expect(machine.epoch == 3)
     }
 
     @Test func aNestedLogoutAlsoCancelsTheRefreshTheFirstOneFound() {
@@ -321,7 +322,7 @@ import Testing
         _ = machine.tokenRequested(startedIn: 0, verdict: .refresh)
         _ = machine.logoutRequested()
         machine.logoutFinished()
-        _ = machine.tokenRequested(startedIn: 1, verdict: .serve, read: HeldProfile(Self.profile), stamp: 9)
+        _ = machine.tokenRequested(startedIn: 2, verdict: .serve, read: HeldProfile(Self.profile), stamp: 9)
         #expect(machine.cached(ifStamp: 9).refresh == nil, "the refresh of the old epoch is not offered in the new one")
     }
 
@@ -339,7 +340,7 @@ import Testing
         machine.logoutFinished()
         machine.refreshSaved(HeldProfile(Self.profile), stamp: 13, startedIn: 0)  // from before the logout
         #expect(machine.cached(ifStamp: 13).remembered == nil)
-        #expect(machine.knownProfile(startedIn: 1) == nil)
+        #expect(machine.knownProfile(startedIn: 2) == nil)
     }
 
     @Test func aLogoutForgetsTheRememberedProfileTheReadAndTheRefresh() {
@@ -359,7 +360,7 @@ import Testing
         #expect(machine.readRequested(stamp: 7, mayJoin: true, startedIn: nil) == .read(epoch: 1, announced: nil), "nothing is announced during a logout")
         machine.logoutFinished()
         let look = machine.cached(ifStamp: 7)
-        #expect(look.epoch == 1)
+        #expect(look.epoch == 2)
         #expect(look.remembered == nil && look.refresh == nil && look.read == nil, "nor after it")
         #expect(machine.knownProfile(startedIn: 1) == nil)
         #expect(machine.isRefreshing == false)

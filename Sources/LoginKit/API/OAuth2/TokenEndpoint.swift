@@ -65,7 +65,10 @@ struct TokenEndpoint: Sendable {
         case nil:
             break
         }
-        let oneTime = fields.contains { $0.0 == "grant_type" && Self.oneTimeCredentialGrants.contains($0.1) }
+        // A client assertion is single-use too: a provider may refuse its `jti` the second time (RFC 7523 §3).
+        let oneTime = fields.contains {
+            ($0.0 == "grant_type" && Self.oneTimeCredentialGrants.contains($0.1)) || $0.0 == "client_assertion"
+        }
         return try await send(
             url, origin: origin, method: .post, headers: headers, body: Data(FormURLEncoding.encode(fields).utf8),
             carriesOneTimeCredential: oneTime)

@@ -112,11 +112,25 @@ package struct BrowserHandoffPage: Sendable {
                 candidates.append(runtime)
             }
         }
-        if let temporary = environment["TMPDIR"].map(withoutTrailingSlashes), temporary.hasPrefix("/") {
+        if let temporary = environment["TMPDIR"].map(withoutTrailingSlashes), temporary.hasPrefix("/"),
+            othersCannotMoveEntries(temporary)
+        {
             candidates.append(temporary)
         }
-        if !candidates.contains("/tmp") { candidates.append("/tmp") }
+        if !candidates.contains("/tmp"), othersCannotMoveEntries("/tmp") { candidates.append("/tmp") }
         return candidates
+    }
+
+    /// Whether no other user can rename or replace an entry this user makes in the directory `path`
+    /// (links followed): it belongs to this user or root, and neither group nor others may write it,
+    /// or it has the sticky bit (as `/tmp`), under which only an entry's owner may move it. Anywhere
+    /// else another user could move the page's directory away and put one of theirs, holding a page
+    /// of their choosing, in its place before the browser reads it.
+    private static func othersCannotMoveEntries(_ path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & 0o170000 == 0o040000 else { return false }
+        guard info.st_uid == geteuid() || info.st_uid == 0 else { return false }
+        return info.st_mode & 0o022 == 0 || info.st_mode & 0o1000 != 0
     }
 
     private static func withoutTrailingSlashes(_ path: String) -> String {
