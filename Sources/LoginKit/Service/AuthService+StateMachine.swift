@@ -40,7 +40,7 @@ struct AuthStateMachine: Sendable {
         /// A refresh whose credentials the store could not take: served in place of the stored
         /// profile while the store still holds the refresh token it retired (`retired`), so that
         /// token is never sent again; saved by the next access that can.
-        var unsaved: (profile: StoredProfile, retired: String, error: TokenStoreError)?
+        var unsaved: UnsavedRefresh?
         /// Logins saved in this epoch: a step that read the store before one was saved does not
         /// make what it read the last known profile.
         var logins: UInt64 = 0
@@ -66,6 +66,20 @@ struct AuthStateMachine: Sendable {
             let flight = Flight<SharedCredentials>()
             refresh = Refresh(flight: flight)
             return (flight, true)
+        }
+    }
+
+    /// A refresh the store could not save (`Active.unsaved`), by reference: the state every token
+    /// call looks at stays a few words (the cached path copies it under the lock).
+    private final class UnsavedRefresh: Sendable {
+        let profile: StoredProfile
+        let retired: String
+        let error: TokenStoreError
+
+        init(profile: StoredProfile, retired: String, error: TokenStoreError) {
+            self.profile = profile
+            self.retired = retired
+            self.error = error
         }
     }
 
@@ -350,7 +364,7 @@ struct AuthStateMachine: Sendable {
         guard mayHandOut(startedIn: epoch) else { return }
         updateActive { active in
             active.lastKnown = HeldProfile(profile)
-            if let retired { active.unsaved = (profile, retired, error) }
+            if let retired { active.unsaved = UnsavedRefresh(profile: profile, retired: retired, error: error) }
         }
     }
 
