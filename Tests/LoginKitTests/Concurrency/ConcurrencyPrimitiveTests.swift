@@ -6,6 +6,40 @@ import Testing
 /// metadata loader, the version gate, `AsyncLock` and the mocks share, and `AsyncLock` itself.
 @Suite(.timeLimit(.minutes(3)))
 struct ConcurrencyPrimitiveTests {
+    /// Tasks that hand an `AsyncLock` back and forth as fast as they can never strand a waiter: a
+    /// lock that decided to wait in one critical section and joined the queue in a second let a
+    /// release fall between the two, and the waiter then waited on a free lock for ever. Bounded:
+    /// a stranded waiter fails the test at the deadline instead of hanging it.
+    @Test func aLockHandedBackAndForthNeverStrandsAWaiter() async throws {
+        let lock = AsyncLock()
+        let counter = LockedState(0)
+        // Rounds of a few tasks that each take the lock once: a stranded waiter is the last one of
+        // its round, with nobody left to take and release the lock after it.
+        let (tasks, rounds) = (3, 20_000)
+        let finished = try await withThrowingTaskGroup(of: Bool.self) { group -> Bool in
+            group.addTask {
+                for _ in 0..<rounds {
+                    try await withThrowingTaskGroup(of: Void.self) { workers in
+                        for _ in 0..<tasks {
+                            workers.addTask { try await lock.withLock { counter.withLock { $0 += 1 } } }
+                        }
+                        try await workers.waitForAll()
+                    }
+                }
+                return true
+            }
+            group.addTask {
+                try await ContinuousClock().sleep(for: .seconds(60))  // the bound, not a wait for the event
+                return false
+            }
+            let first = try await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        #expect(finished, "a waiter was stranded: \(counter.withLock { $0 }) of \(tasks * rounds) turns taken in 60 s")
+        #expect(counter.withLock { $0 } == tasks * rounds)
+    }
+
     /// Holds an operation until the test releases it.
     final class Gate: Sendable {
         private let flight = Flight<Int>()
