@@ -30,7 +30,7 @@ help:
 	@echo "make reliability  long crash, fault and fuzz runs"
 	@echo "make docs         DocC reference of LoginKit, LoginKitViewModel, LoginKitMocks into .build/docs (warnings are errors)"
 	@echo "make api          regenerate docs/api.md, the public API of every library product"
-	@echo "make check-api    fail if the public API differs from docs/api.md (and, once tagged, from 0.2.0)"
+	@echo "make check-api    fail if the public API differs from docs/api.md (and, in signatures, from the commit in api-baseline)"
 	@echo "make snippets     regenerate Tests/DocSnippetTests/Generated, the documentation's Swift blocks as compiled code"
 
 deps:
@@ -75,8 +75,9 @@ test: test-deps
 		stdbuf -oL -eL scripts/with-postgres.sh scripts/with-moto.sh scripts/with-oidc-provider.sh $(SWIFT) test $(TRAITS) --skip-build 2>&1 \
 		| tee .build/test-output.log || { python3 scripts/unfinished-tests.py .build/test-output.log; exit 1; }
 	SWIFT=$(SWIFT) scripts/docs.sh
-	# The public API still matches docs/api.md (names; the signature comparison with the release
-	# tag builds the tag from scratch, so it runs in `make check-api` and CI, not here).
+	# The public API still matches docs/api.md (names; the signature comparison with the baseline
+	# commit in api-baseline builds that commit from scratch, so it runs in `make check-api` and CI,
+	# not here).
 	API_BASELINE=none SWIFT=$(SWIFT) scripts/check-api.sh
 
 BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light openssl curl
