@@ -14,7 +14,8 @@ import LoginKitHTTP
 ///
 /// ``write(leadingTo:environment:)`` makes a fresh directory with `mkdtemp` (mode 0700) under
 /// `$XDG_RUNTIME_DIR` when that is a directory the user owns with mode 0700, else under `$TMPDIR`
-/// (else `/tmp`), and in it one file with a random name, created with `O_CREAT | O_EXCL |
+/// (else `/tmp`) where no other user can move entries (owned by the user or root, and not writable
+/// by others unless sticky), and in it one file with a random name, created with `O_CREAT | O_EXCL |
 /// O_NOFOLLOW` and mode 0600: a short HTML page whose `<meta http-equiv="refresh">`, script
 /// (`location.replace`) and link send the browser on to the URL. The browser gets its `file://`
 /// URL. ``remove()`` deletes the file and the directory; whoever writes a page removes it once the
