@@ -130,17 +130,17 @@ enum StoreFormat {
     static func encode(
         _ profiles: [String: StoredProfile], path: String, key: SymmetricKey?, reference: StoreKeyReference? = nil, chosenPlaintext: Bool = false
     ) throws(TokenStoreError) -> [UInt8] {
-        let encoder = Self.encoder()
+        // The bytes `encoder()` would write (StoreFileEncoderTests), from the same Codable types.
         do {
-            let document: Data
+            let document: [UInt8]
             if let key {
-                let contents = try encoder.encode(SealedContents(profiles: profiles))
-                let box = try AESGCM.seal(Array(contents), key: key, associatedData: associatedData)
-                document = try encoder.encode(SealedDocument(sealed: .init(alg: "A256GCM", key: reference, box: Base64URL.encode(box))))
+                let contents = try StoreFileEncoder.encode(SealedContents(profiles: profiles))
+                let box = try AESGCM.seal(contents, key: key, associatedData: associatedData)
+                document = try StoreFileEncoder.encode(SealedDocument(sealed: .init(alg: "A256GCM", key: reference, box: Base64URL.encode(box))))
             } else {
-                document = try encoder.encode(PlainDocument(storage: chosenPlaintext ? "plaintext" : nil, profiles: profiles))
+                document = try StoreFileEncoder.encode(PlainDocument(storage: chosenPlaintext ? "plaintext" : nil, profiles: profiles))
             }
-            return Array(document) + [0x0A]
+            return document + [0x0A]
         } catch EncodingError.invalidValue {
             // Dates are the only numbers these types hold that are not integers, so the only values
             // JSON cannot carry (the encoder's non-conforming float strategy is `.throw`).

@@ -180,4 +180,23 @@ struct StoreFormatTests {
             #expect(error.message.contains("a date is not a finite number"))
         }
     }
+
+    /// The store's own encoder writes the bytes `JSONEncoder` (the reference, `StoreFormat.encoder()`)
+    /// makes from the same Codable types, for every document the store writes: one schema, two
+    /// encoders, the same bytes.
+    @Test(arguments: samples)
+    func theStoresEncoderWritesJSONEncodersBytes(_ profiles: [String: StoredProfile]) throws {
+        let reference = StoreFormat.encoder()
+        for document in [
+            StoreFormat.PlainDocument(storage: nil, profiles: profiles), StoreFormat.PlainDocument(storage: "plaintext", profiles: profiles),
+        ] {
+            #expect(try StoreFileEncoder.encode(document) == Array(try reference.encode(document)))
+        }
+        let contents = StoreFormat.SealedContents(profiles: profiles)
+        #expect(try StoreFileEncoder.encode(contents) == Array(try reference.encode(contents)))
+        for key in [nil, StoreKeyReference(provider: "secret-service", id: "loginkit-\"a/b\"")] {
+            let sealed = StoreFormat.SealedDocument(sealed: .init(alg: "A256GCM", key: key, box: "AAAA-_bb"))
+            #expect(try StoreFileEncoder.encode(sealed) == Array(try reference.encode(sealed)))
+        }
+    }
 }
