@@ -284,7 +284,7 @@ let package = Package(
         .testTarget(
             name: "LoginKitCurlTests",
             dependencies: [
-                "LoginKitCurl", "LoginKitHTTP", "LoginKitDevServer", "LoginKitTestSupport",
+                "LoginKitCurl", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitTestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: when("DevServer")),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -285,7 +285,8 @@ def main():
         seq_n, conc_n, urlsession_conc_n = scaled(10000), scaled(200000), scaled(10000)
         rows = {key: [] for key in [
             "c_seq", "lk_seq", "lkg_seq", "ahc_seq", "us_seq", "c_seq_same", "lk_seq_same", "c_conc", "lk_conc", "lk_conc_static", "ahc_conc", "us_conc", "floor",
-            "save", "cached", "lk_rs", "jk_rs", "lk_es", "jk_es", "bs_es", "os_es", "openssl", "storm", "storm_same", "cli", "curl_file"]}
+            "save", "cached", "lk_rs", "jk_rs", "lk_es", "jk_es", "bs_es", "os_es", "openssl", "dpop_proof", "authorized", "storm", "storm_same", "cli",
+            "curl_file"]}
         cli_store = os.path.join(work, "cli", "tokens.json")
         os.makedirs(os.path.dirname(cli_store), mode=0o700)
         run([bench, "prepare-cli", cli_store])
@@ -328,6 +329,12 @@ def main():
             rows["bs_es"].append(measure([bench, "verify", "boringssl", "ES256", str(scaled(5000))], env=malloc_env))
             rows["os_es"].append(measure([bench, "verify", "openssl", "ES256", str(scaled(5000))], env=malloc_env))
             rows["openssl"].append(openssl_speed())
+            log(f"bench: round {round_number}/{ROUNDS}: DPoP proof, authorized requests")
+            # One proof and OpenSSL's ES256 signing of a same-size input, interleaved in one process.
+            rows["dpop_proof"].append(measure([bench, "dpop-proof", str(scaled(5000))]))
+            # AuthService.send (DPoP) vs a plain send of the same requests, 64 in flight, against the
+            # dev server in the bench's process (both peers cost it the same: a proof check each).
+            rows["authorized"].append(measure([bench, "authorized", str(scaled(20000)), "64"]))
             log(f"bench: round {round_number}/{ROUNDS}: expiry storm, CLI start-up")
             # The provider in its own process (the target's figure), then in the bench's process.
             rows["storm"].append(measure([bench, "storm", "3", dev_server], env=malloc_env))
@@ -401,6 +408,9 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         # Raw results from before 2026-11-25 (`run.py --report`) have no same-process storm.
         "storm_same_process_p99_vs_single": m("storm_same", "p99_ms_1000") / m("storm_same", "single_ms") if rows.get("storm_same") else float("nan"),
         "cli_vs_curl": cli_wall / curl_wall,
+        # Raw results from before DPoP (`run.py --report`) have neither run.
+        "dpop_proof_vs_openssl_sign": m("dpop_proof", "loginkit_us") / m("dpop_proof", "openssl_us") if rows.get("dpop_proof") else float("nan"),
+        "authorized_request_conc_vs_plain": m("authorized", "authorized_per_s") / m("authorized", "plain_per_s") if rows.get("authorized") else float("nan"),
     }
     os.makedirs(OUTPUT, exist_ok=True)
     with open(os.path.join(OUTPUT, "results.json"), "w") as out:
@@ -480,6 +490,10 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
             "LoginKit's own work fits" if r["es256_own_us"] <= budget else "LoginKit's own work does not fit")
         lines.append(f"| … so 1× leaves LoginKit's own work per verify (jwt-kit less OpenSSL's verify alone) vs what it takes (LoginKit less OpenSSL's verify alone; of which hashing the signing input, {m('bs_es', 'sha256_signing_input_us'):.2f}) (µs) | {r['es256_own_us']:.1f} | {budget:.1f} | | | {reach} |")
     lines.append(f"| allocations per RS256 verify (jwt-kit: {m('jk_rs', 'allocs_per_verify'):.0f}) | {r['allocs_per_verify']:.0f} | {m('jk_rs', 'allocs_per_verify'):.0f} | | < 50 | {verdict(r['allocs_per_verify'] < 50)} |")
+    if rows.get("dpop_proof"):
+        lines.append(f"| one DPoP proof (ES256: claims, `jti`, `ath`, signature) vs OpenSSL's ES256 signing of a same-size input, in the same process (µs) | {m('dpop_proof', 'loginkit_us'):.1f} | {m('dpop_proof', 'openssl_us'):.1f} | {r['dpop_proof_vs_openssl_sign']:.2f}× | ≤ 1.3× | {verdict(r['dpop_proof_vs_openssl_sign'] <= 1.3)} |")
+    if rows.get("authorized"):
+        lines.append(f"| authorized request, 64 in flight: `AuthService.send` (DPoP, a fresh proof each) vs a plain `CurlHTTPClient.send` of the same requests, headers made beforehand (req/s; dev server in the process) | {m('authorized', 'authorized_per_s'):,.0f} | {m('authorized', 'plain_per_s'):,.0f} | {r['authorized_request_conc_vs_plain']:.2f}× | ≥ 0.9× | {verdict(r['authorized_request_conc_vs_plain'] >= 0.9)} |")
     storm_ok = all(r[f"storm_requests_{n}"] == 1 for n in (10, 100, 1000))
     lines.append(f"| expiry storm: upstream requests at 10 / 100 / 1000 callers | {r['storm_requests_10']:.0f} / {r['storm_requests_100']:.0f} / {r['storm_requests_1000']:.0f} | | | 1 each | {verdict(storm_ok)} |")
     lines.append(f"| expiry storm: waiter p99 at 1000 vs one uncontended refresh (ms; the provider in its own process) | {m('storm', 'p99_ms_1000'):.2f} | {storm_single:.2f} | {r['storm_p99_vs_single']:.2f}× | ≤ 2× | {verdict(r['storm_p99_vs_single'] <= 2)} |")

@@ -13,6 +13,13 @@ package struct CLIFailure: Error {
     package let message: String
     package let detail: String?
 
+    /// The exit code when a resource server asks for a stronger or more recent sign-in (RFC 9470
+    /// `insufficient_user_authentication`): log in again with what it asked for.
+    package static let stepUpRequiredExitCode: Int32 = 10
+    /// The exit code of `request` when the server answered with an HTTP status of 400 or more (the
+    /// body is still printed), as `curl --fail` exits.
+    package static let httpErrorExitCode: Int32 = 22
+
     package init(exitCode: Int32, _ message: String, detail: String? = nil) {
         self.exitCode = exitCode
         self.message = message
@@ -24,6 +31,8 @@ package struct CLIFailure: Error {
         switch error {
         case let failure as CLIFailure:
             self = failure
+        case let error as LoginRequiredError where error.code == .stepUpRequired:
+            self = .stepUpRequired(error)
         case let error as LoginRequiredError:
             self.init(exitCode: 3, error.message + ([.noIDToken, .noAccessToken].contains(error.code) ? "" : "; run `loginkit login`"), detail: "\(error)")
         case let error as LoginError where error.code == .invalidScope:
@@ -78,6 +87,9 @@ package struct CLIFailure: Error {
         let flags = [
             ("OAuth2API.Configuration.usesDiscovery is false", "--no-discovery is set"),
             ("OAuth2API.Configuration.issuer", "--issuer"), ("JSONLoginAPI.Configuration.loginURL", "--login-url"),
+            ("OAuth2API.Configuration.pushesAuthorizationRequests is false; set it to nil or true", "--par never is given; use --par auto or --par always"),
+            ("OAuth2API.Configuration.pushesAuthorizationRequests = true needs; set it to nil", "--par always needs; use --par auto"),
+            ("OAuth2API.Configuration.pushesAuthorizationRequests", "--par"), ("OAuth2API.Configuration.dpopAlgorithm", "--dpop-alg"),
             ("OAuth2API.Configuration.", ""),
             ("endpoints.authorization", "--authorization-endpoint"), ("endpoints.token", "--token-endpoint"),
             ("endpoints.deviceAuthorization", "--device-authorization-endpoint"), ("endpoints.revocation", "--revocation-endpoint"),
@@ -88,6 +100,30 @@ package struct CLIFailure: Error {
 
     package static func usage(_ message: String) -> CLIFailure {
         CLIFailure(exitCode: 2, message)
+    }
+
+    /// A resource server's step-up challenge (exit 10): what it asked for (`acr_values`, `max_age`;
+    /// the server chose them, so they are escaped and quoted for the shell) and the login to run,
+    /// `loginkit login` followed by `loginArguments` (the provider and profile, when known) and the
+    /// flags that ask for it.
+    static func stepUpRequired(_ error: LoginRequiredError, loginArguments: [String] = []) -> CLIFailure {
+        var asked: [String] = []
+        var flags: [String] = []
+        if let acrValues = error.acrValues {
+            let shown = Terminal.printable(acrValues, limit: 300)
+            asked.append("acr_values \"\(shown)\"")
+            flags += ["--acr-values", Terminal.shellWord(shown)]
+        }
+        if let maxAge = error.maxAge {
+            asked.append("max_age \(maxAge)")
+            flags += ["--max-age", String(maxAge)]
+        }
+        let what = asked.isEmpty ? "" : " (\(asked.joined(separator: ", ")))"
+        let command = (["loginkit", "login"] + loginArguments + flags).joined(separator: " ")
+        return CLIFailure(
+            exitCode: stepUpRequiredExitCode,
+            "the resource server asks for a stronger or more recent sign-in\(what); sign in again with `\(command)`",
+            detail: "\(error)")
     }
 
     /// One line on stderr (two with `--verbose`), control characters escaped: messages quote what

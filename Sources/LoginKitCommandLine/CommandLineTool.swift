@@ -23,12 +23,14 @@ struct LoginKitCommand: AsyncParsableCommand {
         discussion: """
             Exit codes: 0 ok, 1 other failure, 2 usage, 3 login required, 4 credentials rejected, \
             5 network or server failure, 6 upgrade required, 7 token verification failed, \
-            8 logged out here but the revocation at the provider failed.
+            8 logged out here but the revocation at the provider failed, 10 step-up required (the \
+            resource server asks for a stronger or more recent sign-in), 22 HTTP status 400 or more \
+            (request).
             """,
         version: LoginKitCLI.version.description,
         subcommands: [
-            LoginCommand.self, TokenCommand.self, ExchangeCommand.self, StatusCommand.self, LogoutCommand.self, StoreCommand.self,
-            VerifyCommand.self,
+            LoginCommand.self, TokenCommand.self, RequestCommand.self, ExchangeCommand.self, StatusCommand.self, LogoutCommand.self,
+            StoreCommand.self, VerifyCommand.self,
             DevServerCommand.self, DemoCommand.self,
         ]
     )

@@ -16,7 +16,7 @@ extension CurlHTTPClient {
         /// The most connections kept open to one host; transfers beyond it wait for a free one.
         /// Default 64.
         public var maximumConnectionsPerHost: Int = 64
-        /// TLS trust settings. Peer and host verification are always on.
+        /// TLS settings: trust, pinning, a client certificate. Peer and host verification are always on.
         public var tls: TLS = TLS()
         /// Sent as `User-Agent` unless the request sets its own.
         public var userAgent: String = "LoginKit/0.1"
@@ -36,8 +36,8 @@ extension CurlHTTPClient {
         public init() {}
     }
 
-    /// TLS trust settings: where trusted CAs come from and an optional pinned public key.
-    /// There is deliberately no switch that turns verification off.
+    /// TLS settings: where trusted CAs come from, an optional pinned public key, and an optional
+    /// client certificate. There is deliberately no switch that turns verification off.
     public struct TLS: Sendable {
         /// A PEM file of CA certificates to trust instead of the system's.
         public var caFile: String?
@@ -46,8 +46,18 @@ extension CurlHTTPClient {
         /// A pinned public key: a PEM/DER file path, or `sha256//<base64>` hashes separated by `;`.
         /// When set, the server's key must match in addition to the chain verifying.
         public var pinnedPublicKey: String?
+        /// The certificate this client presents when a server asks for one (mutual TLS, as
+        /// RFC 8705 uses it): the path of a PEM file holding the certificate, optionally followed
+        /// by the intermediate CA certificates that lead to the one the server trusts. Set it
+        /// together with ``clientKey``; every connection of the client then presents it.
+        public var clientCertificate: String?
+        /// The path of ``clientCertificate``'s private key: an unencrypted PEM file, a regular file
+        /// (not a symbolic link) of the user's own that group and others cannot access (mode
+        /// `0600` or stricter). `CurlHTTPClient.init` refuses the configuration otherwise, with a
+        /// `NetworkError` naming the file; the key's bytes never appear in an error.
+        public var clientKey: String?
 
-        /// System trust store, no pin.
+        /// System trust store, no pin, no client certificate.
         public init(caFile: String? = nil, caDirectory: String? = nil, pinnedPublicKey: String? = nil) {
             self.caFile = caFile
             self.caDirectory = caDirectory

@@ -36,7 +36,11 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverRese
     /// Starts a client and its driver thread.
     ///
     /// - Throws: `NetworkError` with code `.other` when libcurl cannot be initialised or the
-    ///   thread cannot be started, `.invalidRequest` when ``Configuration/proxy`` holds user info.
+    ///   thread cannot be started, `.invalidRequest` when ``Configuration/proxy`` holds user info,
+    ///   or when only one of ``TLS/clientCertificate`` and ``TLS/clientKey`` is set, the key file
+    ///   is not a private regular file of the user's own (mode `0600` or stricter, not a symbolic
+    ///   link) or the certificate file holds no PEM certificate; the message names the file and
+    ///   never quotes it.
     public init(configuration: Configuration = Configuration()) throws {
         guard ensureCurlGlobalInit() else {
             throw NetworkError(.other, "libcurl failed to initialise (curl_global_init); check the libcurl installation")
@@ -45,6 +49,7 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverRese
             // Never repeat the URL: it may hold a password.
             throw NetworkError(.invalidRequest, "the configured proxy URL holds user info; LoginKit takes no proxy credentials in its configuration")
         }
+        try configuration.tls.checkClientCertificate()
         self.configuration = configuration
         self.driver = try CurlDriver.start(configuration: configuration)
     }
@@ -69,7 +74,7 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverRese
     /// Sends `request` and returns the response head and body. See ``HTTPTransport/send(_:body:)``.
     ///
     /// - Throws: `NetworkError` (refused, timed out, TLS, too large, insecure URL, shut down, a HEAD
-    ///   with a body) or
+    ///   with a body; `.tls` also when libcurl cannot load the client certificate or its key) or
     ///   `CancellationError` when the calling task is cancelled.
     public func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data) {
         try await send(request, body: body, freshConnection: false)

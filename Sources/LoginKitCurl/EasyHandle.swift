@@ -57,6 +57,16 @@ final class EasyHandle: @unchecked Sendable {  // safe: see the proof above
         if let caFile = configuration.tls.caFile { options.string(CURLOPT_CAINFO, caFile) }
         if let caDirectory = configuration.tls.caDirectory { options.string(CURLOPT_CAPATH, caDirectory) }
         if let pin = configuration.tls.pinnedPublicKey { options.string(CURLOPT_PINNEDPUBLICKEY, pin) }
+        // Both or neither: `CurlHTTPClient.init` refuses one without the other.
+        if let certificate = configuration.tls.clientCertificate, let key = configuration.tls.clientKey {
+            options.string(CURLOPT_SSLCERT, certificate)
+            options.string(CURLOPT_SSLCERTTYPE, "PEM")
+            options.string(CURLOPT_SSLKEY, key)
+            options.string(CURLOPT_SSLKEYTYPE, "PEM")
+            // An empty passphrase: an encrypted key then fails to load (CURLE_SSL_CERTPROBLEM)
+            // instead of OpenSSL asking for its passphrase on the terminal from the driver thread.
+            options.string(CURLOPT_KEYPASSWD, "")
+        }
         options.pointer(CURLOPT_ERRORBUFFER, UnsafeMutableRawPointer(errorBuffer))
         options.callback(CURLOPT_WRITEFUNCTION, transferWriteCallback)
         options.callback(CURLOPT_HEADERFUNCTION, transferHeaderCallback)

@@ -349,7 +349,12 @@ final class Transfer: @unchecked Sendable {  // safe: see the proof above
         case .connectFailed: return "could not connect to \(host): \(detail); check that the server is running"
         case .hostNotFound: return "could not resolve \(host): \(detail); check the URL and DNS"
         case .timedOut: return "request to \(host) timed out: \(detail)"
-        case .tls: return "TLS with \(host) failed: \(detail); check the server certificate and the CA settings"
+        case .tls:
+            if code == CURLE_SSL_CERTPROBLEM, let certificate = configuration.tls.clientCertificate, let key = configuration.tls.clientKey {
+                return "TLS with \(host) failed: the client certificate \(certificate) or its key \(key) could not be used: \(detail); "
+                    + "check that both are PEM, that the key is not encrypted and that it belongs to the certificate"
+            }
+            return "TLS with \(host) failed: \(detail); check the server certificate and the CA settings"
         case .connectionLost: return "the connection to \(host) broke before the response was complete: \(detail)"
         default: return "request to \(host) failed: \(detail)"
         }

@@ -12,9 +12,9 @@ import ServiceLifecycle
 /// Start one with ``start(configuration:)``; it listens on a free loopback port unless told
 /// otherwise and runs until ``stop()``, or, added to a `ServiceGroup`, until the group shuts down
 /// (``run()``: a graceful shutdown lets requests in progress finish). Besides the identity-provider
-/// endpoints it serves test endpoints under `/test/` that the transport tests use (echo, status,
-/// delay, sized bodies, broken connections) and counts the client connections and the requests per
-/// path it has seen.
+/// endpoints and a protected resource (`/api/resource`, Bearer or DPoP) it serves test endpoints
+/// under `/test/` that the transport tests use (echo, status, delay, sized bodies, broken
+/// connections) and counts the client connections and the requests per path it has seen.
 ///
 /// Concurrency contract: every member may be used from any task.
 public final class DevServer: Sendable {
@@ -97,6 +97,22 @@ public final class DevServer: Sendable {
         provider.decideDevice(userCode: userCode, username: nil, approve: false)
     }
 
+    /// Makes every access token issued so far expired: `/api/resource` answers `invalid_token` to
+    /// each, and a token exchange refuses it (`POST /test/expire-access-tokens` does the same).
+    /// Returns how many were live.
+    @discardableResult
+    package func expireAccessTokens() -> Int {
+        provider.expireAccessTokens()
+    }
+
+    /// Replaces the server's DPoP nonce: where a nonce is required, the next proof without the new
+    /// one gets a `use_dpop_nonce` challenge (`POST /test/rotate-dpop-nonce` does the same).
+    /// Returns the new nonce.
+    @discardableResult
+    package func rotateDPoPNonce() -> String {
+        provider.rotateDPoPNonce()
+    }
+
     /// Starts a server and returns once it accepts connections.
     ///
     /// - Throws: an error whose description says why when the server stopped before it started; the
@@ -109,11 +125,11 @@ public final class DevServer: Sendable {
             )
         }
         let monitor = DevServerMonitor()
-        let provider = try IdentityProvider(configuration: configuration.identityProvider)
+        let provider = try IdentityProvider(configuration: configuration.identityProvider, monitor: monitor)
         let router = Router(context: DevRequestContext.self)
         router.add(middleware: CountingMiddleware(monitor: monitor))
         router.add(middleware: FaultMiddleware(monitor: monitor, provider: provider))
-        TestRoutes(monitor: monitor).register(on: router)
+        TestRoutes(monitor: monitor, provider: provider).register(on: router)
         IdentityProviderRoutes(provider: provider).register(on: router)
         let host = configuration.host
 

@@ -14,6 +14,12 @@ public final class DevServerMonitor: Sendable {
         var testKeySet = TestKeySet(json: #"{"keys":[]}"#, cacheControl: nil)
         var faults: [String: [DevFault]] = [:]
         var versionPolicy = DevVersionPolicy()
+        var counts: [Counter: Int] = [:]
+    }
+
+    /// What the identity provider counts besides requests per path.
+    enum Counter: Hashable {
+        case dpopProofAccepted, dpopNonceChallenge, parRequest, resourceRequest
     }
 
     /// The policy `/version-policy` serves; change `minimumVersion` while the server runs.
@@ -74,12 +80,37 @@ public final class DevServerMonitor: Sendable {
         state.withLock { $0.requestsByPath[path, default: 0] }
     }
 
-    /// Forgets connections and request counts (subscribers stay).
+    /// How many DPoP proofs the identity provider accepted (token, PAR and resource endpoints).
+    package var dpopProofsAccepted: Int {
+        state.withLock { $0.counts[.dpopProofAccepted, default: 0] }
+    }
+
+    /// How many `use_dpop_nonce` challenges the identity provider answered (token, PAR and resource endpoints).
+    package var dpopNonceChallenges: Int {
+        state.withLock { $0.counts[.dpopNonceChallenge, default: 0] }
+    }
+
+    /// How many requests reached the pushed authorization request endpoint.
+    package var parRequests: Int {
+        state.withLock { $0.counts[.parRequest, default: 0] }
+    }
+
+    /// How many requests reached the protected resource, `/api/resource`.
+    package var resourceRequests: Int {
+        state.withLock { $0.counts[.resourceRequest, default: 0] }
+    }
+
+    /// Forgets connections, request counts and the identity provider's counters (subscribers stay).
     package func reset() {
         state.withLock {
             $0.connections.removeAll()
             $0.requestsByPath.removeAll()
+            $0.counts.removeAll()
         }
+    }
+
+    func count(_ counter: Counter) {
+        state.withLock { $0.counts[counter, default: 0] += 1 }
     }
 
     /// The paths of requests as they arrive, from now on, until the stream is dropped.

@@ -109,8 +109,12 @@ extension IdentityProvider {
     }
 
     /// An RFC 9068 access token: `typ: at+jwt`, `iss`, `sub`, `aud`, `client_id`, `scope`, `iat`,
-    /// `exp`, `jti`, and `act` for a delegated exchange. Recorded like every access token.
-    func jwtAccessToken(subject: String, clientID: String, scope: String, audiences: [String], actor: String?) -> String {
+    /// `exp`, `jti`, `act` for a delegated exchange, `cnf.jkt` for a DPoP-bound token (RFC 9449
+    /// §6.1), and the user's `acr` and `auth_time` when known. The caller records it.
+    func jwtAccessToken(
+        subject: String, clientID: String, scope: String, audiences: [String], actor: String?,
+        jkt: String? = nil, acr: String? = nil, authTime: Date? = nil
+    ) -> String {
         let configuration = self.configuration
         let now = Int(configuration.now().timeIntervalSince1970)
         var claims: [String: JSONValue] = [
@@ -121,6 +125,9 @@ extension IdentityProvider {
         ]
         if !scope.isEmpty { claims["scope"] = .string(scope) }
         if let actor { claims["act"] = .object(["sub": .string(actor)]) }
+        if let jkt { claims["cnf"] = .object(["jkt": .string(jkt)]) }
+        if let acr { claims["acr"] = .string(acr) }
+        if let authTime { claims["auth_time"] = .number("\(Int(authTime.timeIntervalSince1970))") }
         let token =
             (try? CompactJWS.sign(payload: Array(JSONValue.object(claims).serialized.utf8), with: signingKey, extraHeader: ["typ": .string("at+jwt")]))
             ?? "at." + Self.randomToken()
@@ -128,8 +135,9 @@ extension IdentityProvider {
     }
 
     /// RFC 8693 §2: exchanges a live access token this provider issued (the subject's, and the
-    /// actor's for delegation) for a JWT access token for the requested resources or audience.
-    func tokenExchangeGrant(client: DevClient, fields: [String: String], resources: [String]) throws(OAuthError) -> [String: JSONValue] {
+    /// actor's for delegation) for a JWT access token for the requested resources or audience,
+    /// bound to `jkt` when the request carried a DPoP proof.
+    func tokenExchangeGrant(client: DevClient, fields: [String: String], resources: [String], jkt: String? = nil) throws(OAuthError) -> [String: JSONValue] {
         guard isConfidential(client) else {
             throw OAuthError(status: 400, code: "unauthorized_client", description: "public clients cannot exchange tokens")
         }
@@ -166,15 +174,20 @@ extension IdentityProvider {
         guard Set(scope.split(separator: " ")).isSubset(of: Set(subject.scope.split(separator: " "))) else {
             throw OAuthError(status: 400, code: "invalid_scope", description: "an exchange cannot widen the subject token's scope")
         }
-        let token = jwtAccessToken(subject: subject.subject, clientID: client.id, scope: scope, audiences: audiences, actor: actor)
+        let token = jwtAccessToken(
+            subject: subject.subject, clientID: client.id, scope: scope, audiences: audiences, actor: actor,
+            jkt: jkt, acr: subject.acr, authTime: subject.authTime)
         let lifetime = configuration.accessTokenLifetime.wholeSeconds
         state.withLock {
-            $0.accessTokens[token] = AccessRecord(
-                expiresAt: now.addingTimeInterval(Double(lifetime)), subject: subject.subject, clientID: client.id, scope: scope)
+            $0.accessTokens.insert(
+                AccessRecord(
+                    expiresAt: now.addingTimeInterval(Double(lifetime)), subject: subject.subject, clientID: client.id, scope: scope,
+                    jkt: jkt, acr: subject.acr, authTime: subject.authTime),
+                for: token, now: now)
         }
         var response: [String: JSONValue] = [
             "access_token": .string(token), "issued_token_type": .string(fields["requested_token_type"] ?? Self.accessTokenType),
-            "token_type": .string("Bearer"), "expires_in": .number("\(lifetime)"),
+            "token_type": .string(jkt == nil ? "Bearer" : "DPoP"), "expires_in": .number("\(lifetime)"),
         ]
         if !scope.isEmpty { response["scope"] = .string(scope) }
         return response

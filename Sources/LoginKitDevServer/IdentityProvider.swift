@@ -11,13 +11,16 @@ import LoginKitJOSE
 /// The dev identity provider's logic and state: grants, tokens, refresh-token rotation with reuse
 /// detection, device codes, revocation. HTTP lives in `IdentityProviderRoutes`.
 final class IdentityProvider: Sendable {
-    /// An OAuth error response (RFC 6749 §5.2).
+    /// An OAuth error response (RFC 6749 §5.2), with the `DPoP-Nonce` to send when it asks for one.
     struct OAuthError: Error {
         let status: Int
         let code: String
         let description: String
+        var dpopNonce: String? = nil
     }
 
+    /// A refresh token issued: for whom, which scope, its family (for reuse detection), the DPoP key
+    /// thumbprint it is bound to, and the authentication its tokens carry on (`acr`, `auth_time`).
     struct RefreshRecord {
         let username: String?
         let clientID: String
@@ -25,14 +28,26 @@ final class IdentityProvider: Sendable {
         let family: String
         let expiresAt: Date
         var retired = false
+        var jkt: String? = nil
+        var acr: String? = nil
+        var authTime: Date? = nil
     }
 
-    /// An access token issued: until when, for whom (a user's subject or a client's ID), which scope.
-    struct AccessRecord {
-        let expiresAt: Date
+    /// An access token issued: until when, for whom (a user's subject or a client's ID), which scope,
+    /// the DPoP key thumbprint it is bound to (`cnf.jkt`), and how and when the user authenticated.
+    struct AccessRecord: DevExpiring {
+        var expiresAt: Date
         let subject: String
         let clientID: String
         let scope: String
+        var jkt: String? = nil
+        var acr: String? = nil
+        var authTime: Date? = nil
+    }
+
+    /// A DPoP proof's `jti` seen, remembered until its `iat` leaves the accepted window.
+    struct ProofUse: DevExpiring {
+        let expiresAt: Date
     }
 
     struct DeviceRecord {
@@ -44,6 +59,7 @@ final class IdentityProvider: Sendable {
         var interval: Int
         var lastPoll: Date?
         var approvedUser: String?
+        var approvedAt: Date?
         var denied = false
     }
 
@@ -51,7 +67,11 @@ final class IdentityProvider: Sendable {
         var issuer = ""
         var refreshTokens: [String: RefreshRecord] = [:]
         var revokedFamilies: Set<String> = []
-        var accessTokens: [String: AccessRecord] = [:]
+        var accessTokens = ExpiringRecords<AccessRecord>()
+        /// The DPoP nonce proofs must carry where the configuration requires one (RFC 9449 §8, §9).
+        var dpopNonce = IdentityProvider.randomToken(bytes: 16)
+        /// DPoP proofs' `jti`s already accepted (RFC 9449 §11.1), while their `iat` is in the window.
+        var proofIDs = ExpiringRecords<ProofUse>()
         /// Client assertions' `jti`s already used (RFC 7523 §3), until their `exp`.
         var assertionIDs: [String: Date] = [:]
         /// Keys registered at run time for `private_key_jwt`, per client.
@@ -64,12 +84,18 @@ final class IdentityProvider: Sendable {
 
     let state: LockedState<State>
     let signingKey: SigningKey
-    /// Pending sign-in forms and issued authorization codes (`IdentityProvider+AuthorizationCode`).
+    /// Pending sign-in forms, pushed requests and issued authorization codes
+    /// (`IdentityProvider+AuthorizationCode`, `IdentityProvider+PAR`).
     let authorizationCodes = AuthorizationCodes()
+    /// Where the DPoP, PAR and resource counters go.
+    let monitor: DevServerMonitor
+    /// The RFC 9449 §4.3 checks of every DPoP proof (`IdentityProvider+DPoP`).
+    let dpopVerifier = DPoPProofVerifier(allowedAlgorithms: Set(IdentityProvider.dpopAlgorithms), window: IdentityProvider.dpopProofWindow)
 
-    init(configuration: IdentityProviderConfiguration) throws {
+    init(configuration: IdentityProviderConfiguration, monitor: DevServerMonitor) throws {
         state = LockedState(State(configuration: configuration))
         signingKey = try SigningKey.generate(.rs256, keyID: "dev-" + Self.randomToken(bytes: 6))
+        self.monitor = monitor
     }
 
     var configuration: IdentityProviderConfiguration {
@@ -130,7 +156,8 @@ final class IdentityProvider: Sendable {
         return OAuthError(status: 400, code: "invalid_scope", description: "not offered: \(unsupported.joined(separator: " "))")
     }
 
-    func passwordGrant(client: DevClient, username: String?, password: String?, scope: String?) throws(OAuthError) -> [String: JSONValue] {
+    /// The resource owner password grant; tokens bound to `jkt` when the request carried a DPoP proof.
+    func passwordGrant(client: DevClient, username: String?, password: String?, scope: String?, jkt: String? = nil) throws(OAuthError) -> [String: JSONValue] {
         guard let username, let password else {
             throw OAuthError(status: 400, code: "invalid_request", description: "username and password are required")
         }
@@ -138,18 +165,30 @@ final class IdentityProvider: Sendable {
         guard let user = user(named: username, password: password) else {
             throw OAuthError(status: 400, code: "invalid_grant", description: "the username or password is wrong")
         }
-        return issue(user: user, clientID: client.id, scope: scope ?? "openid profile", family: Self.randomToken(bytes: 9))
+        return issue(
+            user: user, clientID: client.id, scope: scope ?? "openid profile", family: Self.randomToken(bytes: 9),
+            jkt: jkt, acr: Self.passwordACR, authTime: configuration.now())
     }
 
-    func clientCredentialsGrant(client: DevClient, scope: String?, resources: [String] = [], audience: String? = nil) throws(OAuthError) -> [String: JSONValue] {
+    /// The client credentials grant (confidential clients); the token bound to `jkt` when the request
+    /// carried a DPoP proof.
+    func clientCredentialsGrant(
+        client: DevClient, scope: String?, resources: [String] = [], audience: String? = nil, jkt: String? = nil
+    ) throws(OAuthError) -> [String: JSONValue] {
         guard isConfidential(client) else {
             throw OAuthError(status: 400, code: "unauthorized_client", description: "public clients cannot use client_credentials")
         }
         if let refusal = scopeRefusal(scope) { throw refusal }
-        return issue(user: nil, clientID: client.id, scope: scope ?? "", family: nil, audiences: try targets(resources: resources, audience: audience))
+        return issue(
+            user: nil, clientID: client.id, scope: scope ?? "", family: nil, audiences: try targets(resources: resources, audience: audience),
+            jkt: jkt)
     }
 
-    func refreshGrant(client: DevClient, refreshToken: String?, scope: String?) throws(OAuthError) -> [String: JSONValue] {
+    /// The refresh grant, with rotation and reuse detection. A refresh token bound to a DPoP key is
+    /// refreshed only with a proof by that key (`jkt`), and a refusal for that revokes nothing: a
+    /// stolen bound token is useless, and must not let its holder end the owner's session. The new
+    /// tokens are bound to `jkt` when there is one.
+    func refreshGrant(client: DevClient, refreshToken: String?, scope: String?, jkt: String? = nil) throws(OAuthError) -> [String: JSONValue] {
         guard let refreshToken else { throw OAuthError(status: 400, code: "invalid_request", description: "refresh_token is required") }
         let now = configuration.now()
         let outcome = state.withLock { state -> Result<(RefreshRecord, DevUser?), OAuthError> in
@@ -158,6 +197,10 @@ final class IdentityProvider: Sendable {
             }
             if state.revokedFamilies.contains(record.family) || record.expiresAt <= now {
                 return .failure(OAuthError(status: 400, code: "invalid_grant", description: "the refresh token is no longer valid"))
+            }
+            if let bound = record.jkt, bound != jkt {
+                let description = jkt == nil ? "DPoP key mismatch: this refresh token is DPoP-bound; send a proof by its key" : "DPoP key mismatch"
+                return .failure(OAuthError(status: 400, code: "invalid_grant", description: description))
             }
             if record.retired {
                 if state.configuration.revokesFamilyOnReuse { state.revokedFamilies.insert(record.family) }
@@ -174,7 +217,9 @@ final class IdentityProvider: Sendable {
         if let scope, !Set(scope.split(separator: " ")).isSubset(of: Set(record.scope.split(separator: " "))) {
             throw OAuthError(status: 400, code: "invalid_scope", description: "a refresh cannot widen the scope")
         }
-        var response = issue(user: user, clientID: client.id, scope: scope ?? record.scope, family: record.family, newRefreshToken: configuration.rotatesRefreshTokens)
+        var response = issue(
+            user: user, clientID: client.id, scope: scope ?? record.scope, family: record.family, newRefreshToken: configuration.rotatesRefreshTokens,
+            jkt: jkt, acr: record.acr, authTime: record.authTime)
         if !configuration.rotatesRefreshTokens { response["refresh_token"] = nil }
         return response
     }
@@ -212,6 +257,7 @@ final class IdentityProvider: Sendable {
             if approve {
                 guard let username, state.configuration.users.contains(where: { $0.username == username }) else { return false }
                 record.approvedUser = username
+                record.approvedAt = state.configuration.now()
             } else {
                 record.denied = true
             }
@@ -220,10 +266,11 @@ final class IdentityProvider: Sendable {
         }
     }
 
-    func deviceCodeGrant(client: DevClient, deviceCode: String?) throws(OAuthError) -> [String: JSONValue] {
+    /// The device code grant's poll; the tokens bound to `jkt` when the poll carried a DPoP proof.
+    func deviceCodeGrant(client: DevClient, deviceCode: String?, jkt: String? = nil) throws(OAuthError) -> [String: JSONValue] {
         guard let deviceCode else { throw OAuthError(status: 400, code: "invalid_request", description: "device_code is required") }
         let now = configuration.now()
-        let outcome = state.withLock { state -> Result<(DevUser?, String), OAuthError> in
+        let outcome = state.withLock { state -> Result<(DevUser?, String, Date?), OAuthError> in
             guard var record = state.deviceCodes[deviceCode], record.clientID == client.id else {
                 return .failure(OAuthError(status: 400, code: "invalid_grant", description: "unknown device code"))
             }
@@ -237,7 +284,7 @@ final class IdentityProvider: Sendable {
             if let username = record.approvedUser {
                 state.deviceCodes[deviceCode] = nil
                 state.userCodes[record.userCode] = nil
-                return .success((state.configuration.users.first { $0.username == username }, record.scope))
+                return .success((state.configuration.users.first { $0.username == username }, record.scope, record.approvedAt))
             }
             defer { state.deviceCodes[deviceCode] = record }
             if let lastPoll = record.lastPoll, now.timeIntervalSince(lastPoll) < Double(record.interval) {
@@ -248,9 +295,11 @@ final class IdentityProvider: Sendable {
             record.lastPoll = now
             return .failure(OAuthError(status: 400, code: "authorization_pending", description: "waiting for the user"))
         }
-        let (user, scope) = try outcome.get()
+        let (user, scope, approvedAt) = try outcome.get()
         guard let user else { throw OAuthError(status: 400, code: "invalid_grant", description: "the user no longer exists") }
-        return issue(user: user, clientID: client.id, scope: scope, family: Self.randomToken(bytes: 9))
+        return issue(
+            user: user, clientID: client.id, scope: scope, family: Self.randomToken(bytes: 9), jkt: jkt, acr: Self.passwordACR,
+            authTime: approvedAt ?? now)
     }
 
     func revoke(token: String) {
@@ -273,19 +322,27 @@ final class IdentityProvider: Sendable {
 
     // MARK: Issuing
 
+    /// Issues an access token (and a refresh token for a user when `family` is given, and an ID
+    /// token when the scope has `openid`). With `jkt` the tokens are DPoP-bound: token type `DPoP`,
+    /// the access token an RFC 9068 JWT with `cnf.jkt`, and the refresh token refreshable only with
+    /// a proof by that key. `acr` and `authTime` say how and when the user authenticated.
     func issue(
-        user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true, nonce: String? = nil, audiences: [String] = []
+        user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true, nonce: String? = nil, audiences: [String] = [],
+        jkt: String? = nil, acr: String? = nil, authTime: Date? = nil
     ) -> [String: JSONValue] {
         let configuration = self.configuration
         let now = configuration.now()
-        // Asked for a resource or audience: an RFC 9068 JWT access token naming it in `aud`.
+        // Asked for a resource or audience, or DPoP-bound: an RFC 9068 JWT access token naming the
+        // audience (the dev resource when none was asked for) and, when bound, the key.
         let accessToken =
-            audiences.isEmpty
+            audiences.isEmpty && jkt == nil
             ? "at." + Self.randomToken()
-            : jwtAccessToken(subject: user?.subject ?? clientID, clientID: clientID, scope: scope, audiences: audiences, actor: nil)
+            : jwtAccessToken(
+                subject: user?.subject ?? clientID, clientID: clientID, scope: scope,
+                audiences: audiences.isEmpty ? [self.issuer + Self.resourcePath] : audiences, actor: nil, jkt: jkt, acr: acr, authTime: authTime)
         var response: [String: JSONValue] = [
             "access_token": .string(accessToken),
-            "token_type": .string("Bearer"),
+            "token_type": .string(jkt == nil ? "Bearer" : "DPoP"),
             "expires_in": .number("\(configuration.accessTokenLifetime.wholeSeconds)"),
             "scope": .string(scope),
         ]
@@ -297,13 +354,16 @@ final class IdentityProvider: Sendable {
             response["refresh_token"] = .string(token)
         }
         let issuer = state.withLock { state in
-            state.accessTokens[accessToken] = AccessRecord(
-                expiresAt: now.addingTimeInterval(Double(configuration.accessTokenLifetime.wholeSeconds)),
-                subject: user?.subject ?? clientID, clientID: clientID, scope: scope)
+            state.accessTokens.insert(
+                AccessRecord(
+                    expiresAt: now.addingTimeInterval(Double(configuration.accessTokenLifetime.wholeSeconds)),
+                    subject: user?.subject ?? clientID, clientID: clientID, scope: scope, jkt: jkt, acr: acr, authTime: authTime),
+                for: accessToken, now: now)
             if let refreshToken, let family {
                 state.refreshTokens[refreshToken] = RefreshRecord(
                     username: user?.username, clientID: clientID, scope: scope, family: family,
-                    expiresAt: now.addingTimeInterval(Double(configuration.refreshTokenLifetime.wholeSeconds))
+                    expiresAt: now.addingTimeInterval(Double(configuration.refreshTokenLifetime.wholeSeconds)),
+                    jkt: jkt, acr: acr, authTime: authTime
                 )
             }
             return state.issuer
@@ -312,10 +372,11 @@ final class IdentityProvider: Sendable {
             let seconds = Int(now.timeIntervalSince1970)
             var claims: [String: JSONValue] = [
                 "iss": .string(issuer), "sub": .string(user.subject), "aud": .string(clientID),
-                "iat": .number("\(seconds)"), "auth_time": .number("\(seconds)"),
+                "iat": .number("\(seconds)"), "auth_time": .number("\(Int((authTime ?? now).timeIntervalSince1970))"),
                 "exp": .number("\(seconds + configuration.idTokenLifetime.wholeSeconds)"),
                 "preferred_username": .string(user.username),
             ]
+            if let acr { claims["acr"] = .string(acr) }
             if let nickname = user.nickname { claims["nickname"] = .string(nickname) }
             if let birthdate = user.birthdate { claims["birthdate"] = .string(birthdate) }
             if let nonce { claims["nonce"] = .string(nonce) }
@@ -361,8 +422,9 @@ final class IdentityProvider: Sendable {
 
     var discoveryDocument: [String: JSONValue] {
         let issuer = self.issuer
+        let configuration = self.configuration
         let scopes = configuration.supportedScopes ?? ["openid", "profile", "offline_access"]
-        return [
+        var document: [String: JSONValue] = [
             "issuer": .string(issuer),
             "token_endpoint": .string(issuer + "/oauth/token"),
             "jwks_uri": .string(issuer + "/.well-known/jwks.json"),
@@ -383,7 +445,16 @@ final class IdentityProvider: Sendable {
             "token_endpoint_auth_signing_alg_values_supported": .array(
                 (JWSAlgorithm.allCases.map(\.rawValue) + ["HS256"]).map { .string($0) }),
             "scopes_supported": .array(scopes.map { .string($0) }),
+            "acr_values_supported": .array(Self.supportedACRValues.map { .string($0) }),
         ]
+        if configuration.dpop != .disabled {
+            document["dpop_signing_alg_values_supported"] = .array(Self.dpopAlgorithms.map { .string($0.rawValue) })
+        }
+        if configuration.par != .absent {
+            document["pushed_authorization_request_endpoint"] = .string(issuer + Self.parPath)
+            document["require_pushed_authorization_requests"] = .bool(configuration.par == .required)
+        }
+        return document
     }
 
     var keySet: JSONValue {

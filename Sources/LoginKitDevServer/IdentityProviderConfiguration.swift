@@ -113,10 +113,51 @@ public struct IdentityProviderConfiguration: Sendable {
     package var deviceVerificationURI: String?
     /// The time the provider issues and checks tokens by; inject a test clock's.
     package var now: @Sendable () -> Date = { Date() }
+    /// Whether token requests may, must or cannot bind tokens to a DPoP key (RFC 9449). Default
+    /// `.optional`.
+    package var dpop: DevDPoPPolicy = .optional
+    /// Whether the token and PAR endpoints require the server's DPoP nonce in proofs (RFC 9449 §8):
+    /// a proof without the current one gets 400 `use_dpop_nonce` and a `DPoP-Nonce` header.
+    /// Default `false`.
+    package var dpopNonceAtTokenEndpoint = false
+    /// Whether `/api/resource` requires the server's DPoP nonce in proofs (RFC 9449 §9): a proof
+    /// without the current one gets 401 `DPoP error="use_dpop_nonce"` and a `DPoP-Nonce` header.
+    /// Default `false`.
+    package var dpopNonceAtResource = false
+    /// Whether pushed authorization requests (RFC 9126) are offered, required or absent. Default
+    /// `.offered`.
+    package var par: DevPARPolicy = .offered
+    /// The `acr` `/api/resource` requires: a token with another (or none) gets 401
+    /// `insufficient_user_authentication` with `acr_values` (RFC 9470). Default `nil`: any.
+    package var resourceRequiresACR: String?
+    /// The oldest authentication, in seconds, `/api/resource` accepts: a token whose `auth_time`
+    /// is older (or absent) gets 401 `insufficient_user_authentication` with `max_age` (RFC 9470).
+    /// Default `nil`: any.
+    package var resourceMaxAge: Int?
 
     /// The default provider: user `demo`/`demo`, clients `loginkit-cli` and `loginkit-service`,
     /// one-hour tokens, rotating refresh tokens with reuse detection, the real time.
     public init() {}
+}
+
+/// How the dev identity provider's token endpoint treats DPoP proofs (RFC 9449).
+package enum DevDPoPPolicy: Sendable {
+    /// A token request with a valid `DPoP` header gets DPoP-bound tokens; one without gets Bearer tokens.
+    case optional
+    /// A token request without a `DPoP` header is refused (400 `invalid_dpop_proof`).
+    case required
+    /// The `DPoP` header is ignored and every token is a Bearer token; discovery lists no DPoP algorithms.
+    case disabled
+}
+
+/// Whether the dev identity provider takes pushed authorization requests (RFC 9126).
+package enum DevPARPolicy: Sendable {
+    /// `POST /oauth/par` is advertised and optional.
+    case offered
+    /// `POST /oauth/par` is advertised and the authorization endpoint refuses requests without `request_uri`.
+    case required
+    /// No PAR endpoint: discovery names none and `/oauth/par` answers 404.
+    case absent
 }
 
 extension Duration {

@@ -11,8 +11,9 @@ import LoginKitHTTP
 import LoginKitJOSE
 import NIOCore
 
-/// The identity provider's HTTP endpoints: discovery, JWKS, token, device authorization and its
-/// verification page, revocation, and the JSON login API.
+/// The identity provider's HTTP endpoints: discovery, JWKS, token, pushed authorization requests,
+/// device authorization and its verification page, revocation, the JSON login API, and (through
+/// `AuthorizationEndpoint` and `ResourceEndpoint`) authorization and the protected resource.
 struct IdentityProviderRoutes {
     let provider: IdentityProvider
 
@@ -21,6 +22,7 @@ struct IdentityProviderRoutes {
 
     func register(on router: Router<DevRequestContext>) {
         AuthorizationEndpoint(provider: provider).register(on: router)
+        ResourceEndpoint(provider: provider).register(on: router)
         router.get(".well-known/openid-configuration") { _, _ in
             Self.json(.ok, provider.discoveryDocument)
         }
@@ -38,6 +40,9 @@ struct IdentityProviderRoutes {
         }
         router.post("oauth/token") { request, _ in
             try await handleToken(request)
+        }
+        router.post("oauth/par") { request, _ in
+            try await handlePushedRequest(request)
         }
         router.post("oauth/device_authorization") { request, _ in
             try await withClient(request) { client, fields in
@@ -85,28 +90,69 @@ struct IdentityProviderRoutes {
         }
     }
 
+    /// The token endpoint: the client authenticated, then the `DPoP` header checked (its key binds
+    /// the tokens every grant issues), then the grant. Every response carries the DPoP nonce when
+    /// the token endpoint requires one.
     private func handleToken(_ request: Request) async throws -> Response {
-        try await withClient(request) { client, fields, resources in
+        let proofs = Self.dpopProofs(in: request.headers)
+        var response = try await withClient(request) { client, fields, resources in
+            let jkt = try provider.tokenRequestProof(proofs, path: IdentityProvider.tokenPath, enforcesPolicy: true)
             switch fields["grant_type"] {
             case "authorization_code":
-                return Self.json(.ok, try provider.authorizationCodeGrant(client: client, fields: fields))
+                return Self.json(.ok, try provider.authorizationCodeGrant(client: client, fields: fields, jkt: jkt))
             case "password":
-                return Self.json(.ok, try provider.passwordGrant(client: client, username: fields["username"], password: fields["password"], scope: fields["scope"]))
+                return Self.json(
+                    .ok,
+                    try provider.passwordGrant(
+                        client: client, username: fields["username"], password: fields["password"], scope: fields["scope"], jkt: jkt))
             case "refresh_token":
-                return Self.json(.ok, try provider.refreshGrant(client: client, refreshToken: fields["refresh_token"], scope: fields["scope"]))
+                return Self.json(
+                    .ok, try provider.refreshGrant(client: client, refreshToken: fields["refresh_token"], scope: fields["scope"], jkt: jkt))
             case "client_credentials":
                 return Self.json(
-                    .ok, try provider.clientCredentialsGrant(client: client, scope: fields["scope"], resources: resources, audience: fields["audience"]))
+                    .ok,
+                    try provider.clientCredentialsGrant(
+                        client: client, scope: fields["scope"], resources: resources, audience: fields["audience"], jkt: jkt))
             case "urn:ietf:params:oauth:grant-type:token-exchange":
-                return Self.json(.ok, try provider.tokenExchangeGrant(client: client, fields: fields, resources: resources))
+                return Self.json(.ok, try provider.tokenExchangeGrant(client: client, fields: fields, resources: resources, jkt: jkt))
             case "urn:ietf:params:oauth:grant-type:device_code":
-                return Self.json(.ok, try provider.deviceCodeGrant(client: client, deviceCode: fields["device_code"]))
+                return Self.json(.ok, try provider.deviceCodeGrant(client: client, deviceCode: fields["device_code"], jkt: jkt))
             case nil:
                 throw IdentityProvider.OAuthError(status: 400, code: "invalid_request", description: "grant_type is required")
             case let other?:
                 throw IdentityProvider.OAuthError(status: 400, code: "unsupported_grant_type", description: "\(other) is not supported")
             }
         }
+        Self.setDPoPNonce(provider.dpopNonce(at: .authorizationServer), on: &response)
+        return response
+    }
+
+    /// `POST /oauth/par` (RFC 9126): the client authenticated as at the token endpoint, a `DPoP`
+    /// header checked when sent (its key binds the code), 201 with the `request_uri`.
+    private func handlePushedRequest(_ request: Request) async throws -> Response {
+        provider.monitor.count(.parRequest)
+        guard provider.configuration.par != .absent else {
+            return Self.json(
+                .notFound, ["error": .string("invalid_request"), "error_description": .string("this provider takes no pushed authorization requests")])
+        }
+        let proofs = Self.dpopProofs(in: request.headers)
+        var response = try await withClient(request) { client, fields in
+            let jkt = try provider.tokenRequestProof(proofs, path: IdentityProvider.parPath, enforcesPolicy: false)
+            return Self.json(.created, try provider.pushAuthorizationRequest(client: client, fields: fields, jkt: jkt))
+        }
+        Self.setDPoPNonce(provider.dpopNonce(at: .authorizationServer), on: &response)
+        return response
+    }
+
+    /// The values of the request's `DPoP` header fields, each field on its own.
+    static func dpopProofs(in headers: HTTPFields) -> [String] {
+        headers.filter { $0.name.canonicalName == "dpop" }.map(\.value)
+    }
+
+    /// Sets `DPoP-Nonce` (RFC 9449 §8) on `response` when there is a `nonce`.
+    static func setDPoPNonce(_ nonce: String?, on response: inout Response) {
+        guard let nonce, let name = HTTPField.Name("DPoP-Nonce") else { return }
+        response.headers[name] = nonce
     }
 
     /// Parses the form body, authenticates the client, runs `body`; OAuth errors become §5.2 responses.
@@ -151,6 +197,7 @@ struct IdentityProviderRoutes {
         }
         var response = json(.init(code: error.status), ["error": .string(error.code), "error_description": .string(error.description)])
         if error.status == 401 { response.headers[.wwwAuthenticate] = "Basic realm=\"loginkit-dev\"" }
+        setDPoPNonce(error.dpopNonce, on: &response)
         return response
     }
 

@@ -22,9 +22,10 @@ package struct EchoReply: Codable, Sendable {
     package var body: String
 }
 
-/// Endpoints the transport tests need, all under `/test/`.
+/// Endpoints the transport tests need, all under `/test/`, and the identity provider's test hooks.
 struct TestRoutes {
     let monitor: DevServerMonitor
+    let provider: IdentityProvider
     /// The largest body `/test/bytes/N` serves: 256 MiB.
     static let maximumBytes = 256 * 1024 * 1024
     /// The most fields `/test/headers/N` sends (`HTTPFields` holds fewer than 65,535).
@@ -124,6 +125,24 @@ struct TestRoutes {
                 throw HTTPError(.badRequest, message: "the path query parameter is required")
             }
             return "\(monitor.requestCount(path: String(path)))\n"
+        }
+        // The identity provider's hooks: every access token issued so far expires (the body says how
+        // many were live); a new DPoP nonce (the body is the nonce); the DPoP, PAR and resource counters.
+        group.post("expire-access-tokens") { _, _ -> String in
+            "\(provider.expireAccessTokens())\n"
+        }
+        group.post("rotate-dpop-nonce") { _, _ -> String in
+            "\(provider.rotateDPoPNonce())\n"
+        }
+        group.get("counters") { _, _ -> Response in
+            IdentityProviderRoutes.json(
+                .ok,
+                [
+                    "dpop_proofs_accepted": .number("\(monitor.dpopProofsAccepted)"),
+                    "dpop_nonce_challenges": .number("\(monitor.dpopNonceChallenges)"),
+                    "par_requests": .number("\(monitor.parRequests)"),
+                    "resource_requests": .number("\(monitor.resourceRequests)"),
+                ])
         }
         group.put("minimum-version") { request, _ -> String in
             let body = try await request.body.collect(upTo: 64)

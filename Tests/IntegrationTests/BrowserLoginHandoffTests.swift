@@ -17,7 +17,7 @@ struct BrowserLoginHandoffTests {
     /// which leads to the URL, and which is gone once the login has ended.
     @Test func theBrowserIsHandedAPrivatePageAndNeverTheURL() async throws {
         let helper = try testHelperPath()
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             try await withTemporaryDirectory { directory in
                 let runtime = directory + "/runtime"
                 let record = directory + "/record"

@@ -21,7 +21,7 @@ struct BrowserLoginServiceTests {
                     Issue.record("no waitingForBrowser event")
                     return
                 }
-                #expect(url.contains("code_challenge="))
+                #expect(url.contains("request_uri="), "pushed (RFC 9126): the provider advertises PAR")
                 guard case .loggedIn(let reported)? = await events.next() else {
                     Issue.record("no loggedIn event")
                     return

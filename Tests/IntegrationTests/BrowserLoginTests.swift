@@ -14,7 +14,7 @@ struct BrowserLoginTests {
     }
 
     @Test func signsInThroughTheBrowserWithPKCEStateAndNonce() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let browser = TestBrowser(transport: fixture.client)
             let events = EventLog()
             let credentials = try await login(fixture, launcher: browser).run(onEvent: { events.record($0) })
@@ -54,7 +54,7 @@ struct BrowserLoginTests {
     /// an attacker, then one with no state at all — gets an error page and is reported; neither ends
     /// the login nor is exchanged, and the real redirect, delivered afterwards, completes it.
     @Test func aRedirectWithAnotherOrNoStateGetsAnErrorPageAndTheLoginWaitsForItsOwn() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let genuine = LockedState<String?>(nil)
             let browser = TestBrowser(
                 transport: fixture.client,
@@ -87,7 +87,7 @@ struct BrowserLoginTests {
     }
 
     @Test func aDenialEndsTheLoginAsRejectedCredentials() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let browser = TestBrowser(transport: fixture.client, action: .deny)
             let error = await thrown { try await login(fixture, launcher: browser).run() }
             #expect((error as? LoginError)?.code == .accessDenied, "\(String(describing: error))")
@@ -100,7 +100,7 @@ struct BrowserLoginTests {
     }
 
     @Test func theLoginTimesOutOnTheInjectedClock() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let events = EventLog()
             async let outcome = thrown {
                 try await login(fixture, launcher: NoBrowserLauncher()).run(onEvent: { events.record($0) })
@@ -120,7 +120,7 @@ struct BrowserLoginTests {
     }
 
     @Test func cancellingWhileWaitingClosesTheListener() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let events = EventLog()
             let browserLogin = login(fixture, launcher: NoBrowserLauncher())
             let task = Task { try await browserLogin.run(onEvent: { events.record($0) }) }
@@ -138,7 +138,7 @@ struct BrowserLoginTests {
     }
 
     @Test func aWrongPKCEVerifierIsRefusedByTheProvider() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let other = try PKCE.generate()
             let browser = TestBrowser(
                 transport: fixture.client,
@@ -152,7 +152,7 @@ struct BrowserLoginTests {
 
     @Test(arguments: ["plain", nil] as [String?])
     func theProviderRefusesPlainOrMissingPKCE(_ method: String?) async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let request = try await fixture.api.authorizationRequest(
                 redirectURI: "http://127.0.0.1:9/callback", options: AuthorizationOptions())
             var url = replacingParameter("code_challenge_method", with: method, in: request.url)
@@ -169,7 +169,7 @@ struct BrowserLoginTests {
     }
 
     @Test func anIDTokenWithAnotherNonceIsRefused() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let browser = TestBrowser(
                 transport: fixture.client,
                 rewriteAuthorizationURL: { replacingParameter("nonce", with: "another-nonce", in: $0) })
@@ -181,7 +181,7 @@ struct BrowserLoginTests {
 
     @Test(arguments: ["https://impostor.example", nil] as [String?])
     func aRedirectFromAnotherOrNoIssuerIsRefused(_ issuer: String?) async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let browser = TestBrowser(
                 transport: fixture.client, rewriteRedirect: { replacingParameter("iss", with: issuer, in: $0) })
             let error = await thrown { try await login(fixture, launcher: browser).run() }
@@ -193,7 +193,7 @@ struct BrowserLoginTests {
 
     @Test(arguments: [false, true])
     func aPastedRedirectCompletesTheLoginWhenNoBrowserOpens(failingBrowserVariable: Bool) async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let browser = TestBrowser(transport: fixture.client)
             let launcher: any BrowserLauncher =
                 failingBrowserVariable
@@ -213,7 +213,7 @@ struct BrowserLoginTests {
     }
 
     @Test func theRequestCarriesTheOptionsAndFreshSecretsEveryTime() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             let options = AuthorizationOptions(
                 scope: "openid profile", loginHint: "demo", prompt: "login", acrValues: "urn:example:silver",
                 extraParameters: [(name: "access_type", value: "offline")]
@@ -253,7 +253,7 @@ struct BrowserLoginTests {
     }
 
     @Test func explicitEndpointsWorkWithoutDiscovery() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             var configuration = OAuth2API.Configuration(issuer: fixture.server.issuer, clientID: "loginkit-cli")
             configuration.usesDiscovery = false
             configuration.endpoints = OAuth2API.Endpoints(
@@ -268,7 +268,7 @@ struct BrowserLoginTests {
     }
 
     @Test func anOAuth2OnlyProviderNeedsNeitherIDTokensNorKeys() async throws {
-        try await withFixture { fixture in
+        try await withFixture(configure: unpushed) { fixture in
             var configuration = OAuth2API.Configuration(issuer: fixture.server.issuer, clientID: "loginkit-cli")
             configuration.usesDiscovery = false
             configuration.scope = "profile"

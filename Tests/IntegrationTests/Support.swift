@@ -55,3 +55,9 @@ func withFixture<T>(
 
 
 let demo = User.ID(rawValue: "demo")
+
+/// A provider that offers no pushed authorization requests (RFC 9126): the browser's URL carries
+/// every parameter, for tests that read them there (DPoPPARTests cover the pushed form).
+func unpushed(_ configuration: inout IdentityProviderConfiguration) {
+    configuration.par = .absent
+}

@@ -9,6 +9,7 @@
 #include <openssl/sha.h>
 #include <time.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -78,5 +79,37 @@ done:
     EVP_PKEY_CTX_free(verifier);
     EVP_PKEY_CTX_free(signer);
     EVP_PKEY_free(key);
+    return result;
+}
+
+/* One ES256 signature of `input`, as a JWS signer makes it: the context initialised for the key
+   with SHA-256, then the one-shot sign (hash and ECDSA). 1 on success. */
+static int es256_sign_once(EVP_MD_CTX *context, EVP_PKEY *key, const unsigned char *input, size_t length) {
+    unsigned char signature[160];
+    size_t signatureLength = sizeof signature;
+    return EVP_MD_CTX_reset(context) == 1
+        && EVP_DigestSignInit(context, NULL, EVP_sha256(), NULL, key) == 1
+        && EVP_DigestSign(context, signature, &signatureLength, input, length) == 1;
+}
+
+double cbench_openssl_es256_sign_us(size_t signing_input_length, int count) {
+    double result = -1;
+    unsigned char *input = malloc(signing_input_length > 0 ? signing_input_length : 1);
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    if (!input || !key || !context || count <= 0) goto done;
+    memset(input, 'e', signing_input_length);
+    for (int i = 0; i < 200; i++)
+        if (!es256_sign_once(context, key, input, signing_input_length)) goto done;
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; i < count; i++)
+        if (!es256_sign_once(context, key, input, signing_input_length)) goto done;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    result = ((double)(end.tv_sec - start.tv_sec) * 1e6 + (double)(end.tv_nsec - start.tv_nsec) / 1e3) / count;
+done:
+    EVP_MD_CTX_free(context);
+    EVP_PKEY_free(key);
+    free(input);
     return result;
 }

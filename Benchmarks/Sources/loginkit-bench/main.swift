@@ -11,6 +11,10 @@
 //                                          the `loginkit-dev-server` executable, else in this one;
 //                                          LOGINKIT_BENCH_STORM_ONLY=1: the 1000-caller storm alone
 //   prepare-cli <store path>               a profile valid for an hour, for the CLI start-up benchmark
+//   dpop-proof <count>                     one DPoP proof vs OpenSSL's ES256 signing of the same-size
+//                                          input, interleaved (DPoP.swift)
+//   authorized <requests> <in-flight>      AuthService.send (DPoP-bound) vs a plain CurlHTTPClient.send
+//                                          of the same requests, against the dev server in this process
 import AsyncHTTPClient
 import CBench
 import Crypto
@@ -563,6 +567,10 @@ do {
         try await benchStorm(rounds: Int(arguments[2]) ?? 3, provider: .ownProcess(executable: arguments[3]))
     case ("prepare-cli", 3):
         try await prepareCLI(path: arguments[2])
+    case ("dpop-proof", 3):
+        try benchDPoPProof(count: Int(arguments[2]) ?? 5000)
+    case ("authorized", 4):
+        try await benchAuthorizedRequests(requests: Int(arguments[2]) ?? 20000, inFlight: Int(arguments[3]) ?? 64)
     default:
         throw BenchError("usage: see the comment at the top of Benchmarks/Sources/loginkit-bench/main.swift")
     }

@@ -3,6 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
+import LoginKitJOSE
 
 /// A way to log in and refresh over HTTP: `OAuth2API` (OpenID Connect), `JSONLoginAPI`, `CognitoAPI`.
 ///
@@ -66,6 +67,9 @@ public struct DeviceAuthorization: Sendable, Hashable {
     public let expiresAt: Date
     /// How long to wait between polls.
     package let interval: Duration
+    /// The DPoP key (RFC 9449) every poll proves possession of, when the API binds tokens to one;
+    /// the credentials the poll returns keep it.
+    package var proofKey: DPoPKey? = nil
 
     /// A device authorization as the provider answered it (RFC 8628 §3.2), `expires_in` already
     /// turned into `expiresAt`.

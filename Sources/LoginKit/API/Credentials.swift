@@ -3,10 +3,13 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
+import LoginKitJOSE
 
-/// What a login or a refresh returned: tokens, their expiry, scope and issuer.
+/// What a login or a refresh returned: tokens, their expiry, scope and issuer, and for
+/// sender-constrained tokens (DPoP, RFC 9449) the key they are bound to.
 ///
-/// `description` says which tokens are present and when they expire, never their values.
+/// `description` says which tokens are present, when they expire and whether they are DPoP-bound,
+/// never their values or the key.
 public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The ID token; `nil` when the provider issued none (some password grants don't).
     public var idToken: IDToken?
@@ -14,7 +17,7 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     public var accessToken: String?
     /// The refresh token, when there is one.
     public var refreshToken: String?
-    /// The access token's type (`Bearer`).
+    /// The access token's type: `Bearer`, or `DPoP` for a token bound to the credentials' DPoP key.
     public var tokenType: String?
     /// When the access token (or, without one, the ID token) expires.
     public var expiresAt: Date?
@@ -27,6 +30,18 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     /// When this process (or the one that saved them) received them: the start of their lifetime,
     /// which the refresh decision measures windows against (docs/refresh.md).
     package var issuedAt: Date?
+    /// The DPoP key (RFC 9449) the tokens were requested with: every request with them, and every
+    /// refresh, carries a proof signed by it. Stored with the tokens (sealed with them in a sealed
+    /// store); `nil` for bearer credentials.
+    package var proofKey: DPoPKey?
+
+    /// The JWK SHA-256 thumbprint (RFC 7638) of the DPoP key the tokens are bound to: what a bound
+    /// access token's `cnf.jkt` holds. `nil` when the credentials have no DPoP key.
+    public var proofKeyThumbprint: String? { proofKey?.thumbprint }
+
+    /// Whether the access token is DPoP-bound: the credentials have a key and the provider issued a
+    /// `DPoP` token (a provider that ignores the proof issues `Bearer`).
+    package var isDPoPBound: Bool { proofKey != nil && tokenType?.lowercased() == "dpop" }
 
     /// Credentials as a provider issued them; every field is optional, since providers differ in
     /// what they send (no ID token on a password grant, no refresh token, no expiry).
@@ -49,7 +64,7 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
     enum CodingKeys: String, CodingKey {
         case idToken = "id_token", accessToken = "access_token", refreshToken = "refresh_token"
         case tokenType = "token_type", expiresAt = "expires_at", scope, issuer
-        case idTokenExpiresAt = "id_token_expires_at", issuedAt = "issued_at"
+        case idTokenExpiresAt = "id_token_expires_at", issuedAt = "issued_at", proofKey = "dpop_key"
     }
 
     public var description: String {
@@ -58,6 +73,7 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
         parts.append("access token: \(accessToken == nil ? "none" : "present")")
         parts.append("refresh token: \(refreshToken == nil ? "none" : "present")")
         if let expiresAt { parts.append("expires at \(expiresAt.timeIntervalSince1970)") }
+        if proofKey != nil { parts.append("DPoP-bound") }
         return "Credentials(\(parts.joined(separator: ", ")))"
     }
 

@@ -198,12 +198,15 @@ public struct ServerError: LoginKitError {
 }
 
 /// There are no usable credentials: never logged in, logged out, the refresh token was rejected,
-/// or the stored profile belongs to another provider. The host should ask the user to log in.
+/// or the stored profile belongs to another provider; or a resource server asked for stronger or
+/// more recent authentication than the login gave (``Code/stepUpRequired``, with ``acrValues`` and
+/// ``maxAge``). The host should ask the user to log in.
 public struct LoginRequiredError: LoginKitError {
     /// Why a login is needed. New codes may be added; switch with a `default`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case notLoggedIn, credentialsRejected, cannotRefresh, noIDToken, noAccessToken, loggedOut, sourceMismatch
+            case stepUpRequired
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -223,6 +226,11 @@ public struct LoginRequiredError: LoginKitError {
         /// The stored profile was issued by another provider or client than the service is
         /// configured for; nothing was sent to either (its refresh token stays with its issuer).
         public static let sourceMismatch = Code(.sourceMismatch)
+        /// A resource server refused the access token because the login behind it was not strong
+        /// or recent enough (RFC 9470 `insufficient_user_authentication`). Log in again asking
+        /// for what ``LoginRequiredError/acrValues`` and ``LoginRequiredError/maxAge`` say; the
+        /// stored credentials were left as they are.
+        public static let stepUpRequired = Code(.stepUpRequired)
 
         public var description: String { base.rawValue }
     }
@@ -231,13 +239,42 @@ public struct LoginRequiredError: LoginKitError {
     public let details: ErrorDetails<Code>
     /// The profile concerned; `nil` where it is not known (the API layer).
     public let profile: String?
+    /// For ``Code/stepUpRequired``: the authentication context classes the resource server asked
+    /// for (RFC 9470 `acr_values`, space-separated, most preferred first), exactly as it sent
+    /// them; `nil` when it named none. Pass them to the next login's authorization request.
+    public let acrValues: String?
+    /// For ``Code/stepUpRequired``: the most seconds since the user last authenticated that the
+    /// resource server accepts (RFC 9470 `max_age`); `nil` when it named no limit (or not a
+    /// non-negative integer). Pass it to the next login's authorization request.
+    public let maxAge: Int?
 
-    /// A login-required error: `code` says why, `message` what to do next.
+    /// A login-required error: `code` says why, `message` what to do next; for
+    /// ``Code/stepUpRequired``, `acrValues` and `maxAge` say what the resource server asked for.
     public init(
         _ code: Code, profile: String?, _ message: String, underlying: (any Error)? = nil,
-        file: String = #fileID, line: Int = #line
+        acrValues: String? = nil, maxAge: Int? = nil, file: String = #fileID, line: Int = #line
     ) {
         self.details = ErrorDetails(code, message, underlying: underlying, file: file, line: line)
         self.profile = profile
+        self.acrValues = acrValues
+        self.maxAge = maxAge
+    }
+}
+
+extension LoginRequiredError {
+    /// ``Code/stepUpRequired`` for what a resource server asked (`acrValues`, `maxAge`, either may
+    /// be `nil`), with a message that names it: the server's values escaped and cut short, since
+    /// the server chose them.
+    package static func stepUpRequired(
+        profile: String?, acrValues: String?, maxAge: Int?, file: String = #fileID, line: Int = #line
+    ) -> LoginRequiredError {
+        var asked: [String] = []
+        if let acrValues { asked.append("acr_values \"\(printableExcerpt(acrValues, limit: 200))\"") }
+        if let maxAge { asked.append("max_age \(maxAge)") }
+        let message =
+            asked.isEmpty
+            ? "the resource server requires stronger or more recent authentication; log in again"
+            : "the resource server requires stronger authentication (\(asked.joined(separator: ", "))); log in again with those"
+        return LoginRequiredError(.stepUpRequired, profile: profile, message, acrValues: acrValues, maxAge: maxAge, file: file, line: line)
     }
 }

@@ -1,12 +1,15 @@
 import LoginKitHTTP
+import LoginKitJOSE
 
 /// One authorization request (RFC 6749 §4.1.1 with PKCE, OIDC Core §3.1.2.1): the URL to open in
 /// the browser and what its response is checked against.
 ///
 /// Make one per attempt with ``AuthorizationCodeAPI/authorizationRequest(redirectURI:options:)``;
-/// never reuse one. `description` shows neither the URL nor `state`, `nonce` or the verifier.
+/// never reuse one. `description` shows neither the URL nor `state`, `nonce`, the verifier or the
+/// DPoP key.
 package struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// The authorization URL to open: the endpoint with every parameter.
+    /// The authorization URL to open: the endpoint with every parameter, or for a pushed request
+    /// (RFC 9126) with only `client_id` and `request_uri`.
     package let url: String
     /// The redirect URI sent (and sent again in the code exchange).
     package let redirectURI: String
@@ -26,12 +29,16 @@ package struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDe
     /// The provider's `scopes_supported`, when its discovery lists them: an `invalid_scope`
     /// response names them.
     package let advertisedScopes: [String]?
+    /// The DPoP key (RFC 9449) whose thumbprint the request sent as `dpop_jkt`: the code exchange
+    /// proves possession of it, and the credentials keep it. `nil`: bearer tokens.
+    package let proofKey: DPoPKey?
 
     /// A request built by another ``AuthorizationCodeAPI`` implementation; the redirect is checked
-    /// against its `state`, `issuer` and `nonce`, and `codeVerifier` redeems the code.
+    /// against its `state`, `issuer` and `nonce`, and `codeVerifier` (with `proofKey`'s proof, when
+    /// given) redeems the code.
     package init(
         url: String, redirectURI: String, state: String, nonce: String?, codeVerifier: String, scope: String,
-        issuer: String, requiresIssuerInResponse: Bool, advertisedScopes: [String]? = nil
+        issuer: String, requiresIssuerInResponse: Bool, advertisedScopes: [String]? = nil, proofKey: DPoPKey? = nil
     ) {
         self.url = url
         self.redirectURI = redirectURI
@@ -42,6 +49,7 @@ package struct AuthorizationRequest: Sendable, CustomStringConvertible, CustomDe
         self.issuer = issuer
         self.requiresIssuerInResponse = requiresIssuerInResponse
         self.advertisedScopes = advertisedScopes
+        self.proofKey = proofKey
     }
 
     package var description: String {

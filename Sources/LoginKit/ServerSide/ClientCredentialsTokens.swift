@@ -27,7 +27,8 @@ public final class ClientCredentialsTokens: Sendable {
     package let baseProfile: String
     /// How long before expiry a token is replaced. Default 60 s (at most half its lifetime).
     package let refreshMargin: Duration
-    private let clock: any AuthClock
+    /// The time tokens are judged by (and authorized requests' proofs are stamped with).
+    let clock: any AuthClock
     private let memory = LockedState<[String: (credentials: Credentials, stored: Date)]>([:])
     /// Tokens dropped by ``invalidate(_:for:)`` (their SHA-256, the last 256): a request that read
     /// one before it was dropped does not put it back.

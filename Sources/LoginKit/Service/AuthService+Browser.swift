@@ -42,7 +42,10 @@ extension AuthService {
         try await checkGate()
         try await checkStoreIsUsable()
         return try await store.withInteractiveLogin(for: profileName, timeout: login.timeout) {
-            if let stored = try await store.profile(named: profileName), isIssuedHere(stored.source),
+            // A login that asks for a stronger or fresher authentication (a step-up: `acr_values`,
+            // `max_age`, or a `prompt`) is never met by what another process logged in with.
+            let asksForMore = login.authorization.acrValues != nil || login.authorization.maxAge != nil || login.authorization.prompt != nil
+            if !asksForMore, let stored = try await store.profile(named: profileName), isIssuedHere(stored.source),
                 RefreshDecision.wasIssued(stored, since: requestStart),
                 (stored.credentials.expiresAt ?? .distantFuture) > clock.now
             {

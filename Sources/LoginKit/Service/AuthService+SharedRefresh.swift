@@ -368,7 +368,7 @@ extension AuthService {
                 }
                 return .rejected(lostAnswerAt: stored.attributes[Self.lostAnswerAttribute])
             } catch let error as LoginRequiredError {
-                throw LoginRequiredError(error.code, profile: profileName, error.message, underlying: error.underlying)
+                throw LoginRequiredError(error.code, profile: profileName, error.message, underlying: error.underlying, acrValues: error.acrValues, maxAge: error.maxAge)
             } catch let error as NetworkError where stored.credentials.refreshToken != nil && Self.mayHaveReachedProvider(error) {
                 if let current = try await store.profile(named: profileName),
                     current.credentials.refreshToken != heldByStore

@@ -43,14 +43,34 @@ extension AuthService {
         return accessToken
     }
 
+    /// Credentials whose access token is not `accessToken`, which a resource server refused
+    /// (`invalid_token`): the forced refresh. It is the shared refresh every caller uses, in this
+    /// process and, through the store's lock, across processes: any number of callers rejecting the
+    /// same token cause one refresh, and a caller whose token someone already replaced is served the
+    /// new one without a refresh. The new credentials then follow the usual rules (they may be in
+    /// the advisory window, or wait for a refresh that is due anyway).
+    ///
+    /// What the shared refresh brings is handed out as for every waiter: when it could not refresh
+    /// (a transient failure while the old token is still valid, a deadline), that may be the old
+    /// token again.
+    ///
+    /// - Throws: what ``validCredentials(minimumValidity:)`` throws; `LoginRequiredError`
+    ///   `.cannotRefresh` when there is no refresh token.
+    package nonisolated(nonsending) func validCredentials(rejecting accessToken: String) async throws -> Credentials {
+        try await valid(.accessToken, minimumValidity: .zero, rejecting: accessToken).credentials
+    }
+
     /// The cached path first (no actor hop: the profile served last, while the store's change
     /// stamp is the one it was read under and the decision is to serve it; or, when it needs a
     /// refresh and the shared one is running, the wait for that refresh), else the actor's step,
-    /// and when that says wait, the wait for the shared refresh, also off the actor.
-    nonisolated(nonsending) func valid(_ kind: TokenKind, minimumValidity: Duration) async throws -> SharedCredentials {
+    /// and when that says wait, the wait for the shared refresh, also off the actor. With
+    /// `rejectedAccessToken` (a forced refresh), a profile that holds that token is never served.
+    nonisolated(nonsending) func valid(
+        _ kind: TokenKind, minimumValidity: Duration, rejecting rejectedAccessToken: String? = nil
+    ) async throws -> SharedCredentials {
         let decision = RefreshDecision(
             advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
-            kind: kind, minimumValidity: minimumValidity, requestStart: clock.now
+            kind: kind, minimumValidity: minimumValidity, requestStart: clock.now, rejectedAccessToken: rejectedAccessToken
         )
         var stamp = stamps?.changeStamp()
         var now = decision.requestStart
@@ -62,9 +82,10 @@ extension AuthService {
         // At most two waits for another call's store read, then this call reads itself: bounded.
         var joinedReads = 0
         while true {
-            // The decision on the remembered profile's dates alone (no copy of its strings).
+            // The decision on the remembered profile's dates alone (no copy of its strings); a
+            // forced refresh also compares its token.
             if let remembered = look.remembered {
-                let verdict = decision.verdict(for: remembered.timing, now: now)
+                let verdict = decision.verdict(for: remembered, now: now)
                 if verdict == .serve, decision.grantsTheAskedValidity(remembered.timing) {
                     return remembered.credentials
                 }
@@ -157,7 +178,7 @@ extension AuthService {
             // The store's database is unreachable: credentials this service already had are served
             // while they need no refresh; a refresh needs the store's lock, so it waits.
             guard let known = machine.withLock({ $0.knownProfile(startedIn: epoch) }),
-                decision.verdict(for: known.timing, now: clock.now) != .refresh
+                decision.verdict(for: known, now: clock.now) != .refresh
             else {
                 throw error
             }

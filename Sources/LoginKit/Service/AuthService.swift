@@ -17,6 +17,9 @@ import LoginKitHTTP
 ///   window a background refresh starts and the current token is served; in the mandatory window
 ///   (or with less than `minimumValidity` left) callers wait for the one shared refresh. A caller
 ///   never refreshes credentials issued after its request began (docs/refresh.md).
+/// - ``send(_:body:)``: sends a request to a resource server with the access token (Bearer, or
+///   DPoP with a proof); a 401 for a refused token refreshes it once (shared like every refresh)
+///   and sends the request once more.
 /// - ``logOut()``: cancels and awaits a running refresh, revokes what the store holds under its
 ///   lock, deletes it; nobody gets credentials from before the logout afterwards.
 /// - ``session(goal:)``: proactive refresh while any session is held, with ``AuthDiagnostics``.

@@ -15,6 +15,9 @@ import LoginKitHTTP
 ///   issued token satisfies it.
 /// - A caller never refreshes credentials issued after its request began, whichever task or
 ///   process refreshed them, as long as they have not expired.
+/// - A forced refresh (`rejectedAccessToken`, the token a resource server refused) never serves
+///   that token: a profile that holds it needs the refresh; one that holds another token is decided
+///   by the rules above, so a caller whose token someone already replaced takes the new one.
 struct RefreshDecision: Sendable, Hashable {
     /// What the caller gets.
     enum Verdict: Sendable, Hashable {
@@ -34,13 +37,32 @@ struct RefreshDecision: Sendable, Hashable {
     var requestStart: Date
     /// A proactive refresh (sessions): under the lock it refreshes unless someone else already did.
     var isProactive = false
+    /// A forced refresh: the access token a resource server refused (`invalid_token`). A profile
+    /// that holds it is never served; under the lock it is refreshed while the store still holds it.
+    var rejectedAccessToken: String?
 
     /// The verdict for `profile` at `now`.
     func verdict(for profile: StoredProfile, now: Date) -> Verdict {
-        verdict(for: TokenTiming(profile), now: now)
+        if holdsRejectedToken(profile.credentials) { return .refresh }
+        return verdict(for: TokenTiming(profile), now: now)
     }
 
-    /// The verdict for a profile whose dates are `timing`, at `now`.
+    /// The verdict for a profile held in memory (the cached path, the last known profile), at
+    /// `now`: on its dates alone, unless this is a forced refresh, which also compares its token.
+    func verdict(for held: HeldProfile, now: Date) -> Verdict {
+        if rejectedAccessToken != nil, holdsRejectedToken(held.credentials.credentials) { return .refresh }
+        return verdict(for: held.timing, now: now)
+    }
+
+    /// Whether `credentials` hold the access token this forced refresh is for (never for any other
+    /// decision).
+    func holdsRejectedToken(_ credentials: Credentials) -> Bool {
+        guard let rejectedAccessToken else { return false }
+        return credentials.accessToken == rejectedAccessToken
+    }
+
+    /// The verdict for a profile whose dates are `timing`, at `now`. The dates alone: a forced
+    /// refresh decides with the `StoredProfile` or the `HeldProfile` verdict, which see its token.
     func verdict(for timing: TokenTiming, now: Date) -> Verdict {
         guard let expiry = timing.expiry(of: kind) else { return .serve }  // never expires
         let remaining = expiry.timeIntervalSince(now)
@@ -54,8 +76,11 @@ struct RefreshDecision: Sendable, Hashable {
     }
 
     /// Under the store's lock, with `stored` as read there: whether the refresh the caller came
-    /// for is still needed, given `firstSeen`, what the caller read before.
+    /// for is still needed, given `firstSeen`, what the caller read before. A forced refresh is
+    /// needed while the store holds the rejected token; once someone replaced it, the rules for
+    /// every refresh apply.
     func mustRefresh(stored: StoredProfile, firstSeen: StoredProfile, now: Date) -> Bool {
+        if holdsRejectedToken(stored.credentials) { return true }
         guard let expiry = kind.expiry(of: stored.credentials) else { return false }
         let unexpired = expiry > now
         if unexpired, stored.credentials != firstSeen.credentials { return false }  // refreshed meanwhile

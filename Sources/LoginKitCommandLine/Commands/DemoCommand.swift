@@ -110,9 +110,44 @@ struct DemoCommand: AsyncParsableCommand {
         } catch let error as LoginRequiredError {
             print("   a token request now says: \(error.message) (CLI exit code 3)\n")
         }
+
+        try await dpopStep(server: server, client: client, store: store)
         let elapsed = (ContinuousClock.now - started).components
         let milliseconds = elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
         print("Done in \(milliseconds) ms. Next: `make test` runs every test.")
+    }
+
+    /// A DPoP-bound login (RFC 9449): the access token names the key's thumbprint in `cnf.jkt`, a
+    /// request with a proof from the key is served, the same token as a bearer token is refused.
+    @MainActor
+    private func dpopStep(server: DevServerProcess, client: CurlHTTPClient, store: IDTokenStore) async throws {
+        step(7, "A DPoP-bound token (RFC 9449): useless without this profile's key")
+        var configuration = OAuth2API.Configuration(issuer: server.issuer, clientID: "loginkit-cli")
+        configuration.dpopAlgorithm = .es256
+        let service = AuthService(api: OAuth2API(configuration: configuration, transport: client), store: store, profile: "dpop")
+        _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
+        let credentials = try await service.validCredentials()
+        let binding = TokenBinding(credentials)
+        guard let thumbprint = binding.keyThumbprint, let accessToken = credentials.accessToken else {
+            throw CLIFailure(exitCode: 1, "the DPoP login brought no key or no access token")
+        }
+        print("   logged in as demo/demo with a DPoP proof from a new ES256 key: token_type \(Terminal.printable(credentials.tokenType ?? "-"))")
+        print("   key thumbprint (RFC 7638):  \(thumbprint)")
+        let confirmed = binding.confirmedThumbprint.map { Terminal.printable($0, limit: 100) } ?? "none"
+        print("   access token's cnf.jkt:     \(confirmed) — \(binding.matches == true ? "equals" : "does not equal") the key's thumbprint")
+        guard let resource = HTTPRequest(method: .get, url: server.issuer + "/api/resource") else {
+            throw CLIFailure(exitCode: 1, "the dev server's address \(server.issuer) is not a URL")
+        }
+        let (response, body) = try await service.send(resource)
+        let tokenType = (try? JSONValue.parse(body))?["token_type"]?.serialized ?? "-"
+        print("   GET /api/resource through AuthService.send (Authorization: DPoP and a fresh proof)")
+        print("   → HTTP \(response.status.code), \"token_type\": \(Terminal.printable(tokenType, limit: 100))")
+        var bearer = resource
+        bearer.headerFields[.authorization] = "Bearer " + accessToken
+        let (refused, _) = try await client.send(bearer, body: nil)
+        let challenge = refused.headerFields[.wwwAuthenticate].map { Terminal.printable($0, limit: 200) } ?? "-"
+        print("   the same token sent as Bearer, without a proof → HTTP \(refused.status.code) (WWW-Authenticate: \(challenge))")
+        print("   the CLI: `loginkit login --dpop`, `loginkit request URL`, `loginkit status` shows the binding\n")
     }
 
     private func step(_ number: Int, _ title: String) {

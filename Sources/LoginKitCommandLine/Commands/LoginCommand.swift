@@ -22,6 +22,12 @@ struct LoginCommand: AsyncParsableCommand {
             browser opens, the address the browser ends on can be pasted on stdin. The password comes \
             from a no-echo prompt, or from --password-stdin. Secrets are never taken from flag values.
 
+            With --dpop (or --dpop-alg), every login makes a key pair of the profile's own and the \
+            provider binds the tokens to it (DPoP, RFC 9449): a copied token is useless without the \
+            key, which is kept in the store with the tokens, sealed like them. The profile records the \
+            algorithm, so that `token --login` logs in with a key alike. --par chooses whether the \
+            browser login pushes its authorization request (RFC 9126).
+
             Without --scope, an OpenID Connect login asks for openid, plus profile, email and \
             offline_access where the provider's discovery lists them in scopes_supported.
 
@@ -60,6 +66,7 @@ struct LoginCommand: AsyncParsableCommand {
     @OptionGroup(title: "Browser login") var browserOptions: BrowserOptions
     @OptionGroup(title: "Endpoints (for providers without full discovery)") var endpointOptions: EndpointOptions
     @OptionGroup(title: "Client authentication (confidential clients)") var clientAuthOptions: ClientAuthOptions
+    @OptionGroup(title: "Sender-constrained tokens and pushed authorization requests (OpenID Connect)") var dpopOptions: DPoPOptions
     @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
 
@@ -114,7 +121,7 @@ struct LoginCommand: AsyncParsableCommand {
         if !browserFlags.isEmpty && !(isOpenIDConnect && usesBrowser) {
             throw ValidationError("\(browserFlags.joined(separator: ", ")) apply to the browser login only")
         }
-        let endpointFlags = endpointOptions.given + clientAuthOptions.given
+        let endpointFlags = endpointOptions.given + clientAuthOptions.given + dpopOptions.given
         if !endpointFlags.isEmpty && !isOpenIDConnect {
             throw ValidationError("\(endpointFlags.joined(separator: ", ")) apply to an OpenID Connect provider (--issuer) only")
         }
@@ -188,6 +195,7 @@ struct LoginCommand: AsyncParsableCommand {
         var configuration = OAuth2API.Configuration(issuer: issuer, clientID: clientID, clientSecret: clientSecret)
         endpointOptions.apply(to: &configuration)
         try clientAuthOptions.apply(to: &configuration)
+        dpopOptions.apply(to: &configuration)
         // Without --scope: openid plus what discovery's scopes_supported offers of profile, email, offline_access.
         return try await InteractiveLogin.api(configuration, scope: scope, transport: transport)
     }

@@ -56,8 +56,9 @@ extension TokenCommand {
                 "--login \(login.rawValue) needs --issuer and --client-id (or $LOGINKIT_ISSUER and $LOGINKIT_CLIENT_ID) while profile \"\(storeOptions.profileName)\" does not exist")
         }
         guard stored.source.kind == .oauth2 else {
-            if !endpointOptions.given.isEmpty {
-                throw CLIFailure.usage("\(endpointOptions.given.joined(separator: ", ")) apply to an OpenID Connect profile only")
+            let oauth2Flags = endpointOptions.given + dpopOptions.given
+            if !oauth2Flags.isEmpty {
+                throw CLIFailure.usage("\(oauth2Flags.joined(separator: ", ")) apply to an OpenID Connect profile only")
             }
             let api = try APIFactory.api(for: stored.source, attributes: stored.attributes, transport: transport, clientSecret: secret)
             return Provider(api: api, configuration: nil, scope: scope)
@@ -66,10 +67,12 @@ extension TokenCommand {
         return oauth2Provider(configuration, remembered: stored.source.scope, transport: transport)
     }
 
-    /// `configuration` with the endpoint flags (winning over what the profile recorded) and the scope.
+    /// `configuration` with the endpoint and DPoP flags (winning over what the profile recorded) and
+    /// the scope.
     private func oauth2Provider(_ configuration: OAuth2API.Configuration, remembered: String?, transport: any HTTPTransport) -> Provider {
         var configuration = configuration
         endpointOptions.apply(to: &configuration)
+        dpopOptions.apply(to: &configuration)
         let scope = self.scope ?? remembered
         if let scope { configuration.scope = scope }
         return Provider(api: OAuth2API(configuration: configuration, transport: transport), configuration: configuration, scope: scope)
@@ -86,11 +89,10 @@ extension TokenCommand {
     /// which the profile then remembers.
     func issuedAfterLogin(provider: Provider, store: any TokenStore, transport: any HTTPTransport) async throws -> Issued {
         let api = provider.api
-        let service = AuthService(api: api, store: store, profile: storeOptions.profileName)
-        let result: Result<Issued, any Error>
-        do { result = .success(try await logInAndIssue(service: service, api: api as? OAuth2API, store: store)) } catch { result = .failure(error) }
-        await service.shutdown()
-        return try result.get()
+        let call = await ProfileCall.run(api: api, store: store, profile: storeOptions.profileName) { service in
+            try await logInAndIssue(service: service, api: api as? OAuth2API, store: store)
+        }
+        return try call.result.get()
     }
 
     private func logInAndIssue(service: AuthService, api: OAuth2API?, store: any TokenStore) async throws -> Issued {

@@ -29,6 +29,11 @@ struct TokenCommand: AsyncParsableCommand {
             --scope ask for the client's access token for that target (RFC 8707): each target is cached \
             in a profile of its own (<profile>#<hash>), and concurrent invocations make one request per \
             target.
+
+            --header-for METHOD URL prints, instead of the token, the header lines another HTTP client \
+            sends with that request: `Authorization: Bearer <token>`, or for a DPoP-bound profile \
+            `Authorization: DPoP <token>` and `DPoP: <proof>` (a proof is good for that method and URL, \
+            once, for a few minutes). `loginkit request` sends the request itself.
             """
     )
 
@@ -60,7 +65,14 @@ struct TokenCommand: AsyncParsableCommand {
     var scope: String?
     @Option(name: .customLong("resource"), help: "A client-credentials token for this resource (RFC 8707); repeatable.") var resources: [String] = []
     @Option(help: "A client-credentials token for this audience.") var audience: String?
+    @Option(
+        name: .customLong("header-for"), parsing: .upToNextOption,
+        help: ArgumentHelp(
+            "Print the Authorization (and DPoP) header lines for a request with this method to this absolute http(s) URL instead of the token.",
+            valueName: "method url"))
+    var headerFor: [String] = []
     @OptionGroup(title: "Browser login (with --login browser or auto)") var browserOptions: BrowserOptions
+    @OptionGroup(title: "Sender-constrained tokens and pushed authorization requests (with --login)") var dpopOptions: DPoPOptions
     @OptionGroup(title: "Endpoints (for providers without full discovery)") var endpointOptions: EndpointOptions
     @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
@@ -69,18 +81,40 @@ struct TokenCommand: AsyncParsableCommand {
     /// or `--scope` without `--login`).
     var asksForTarget: Bool { !resources.isEmpty || audience != nil || (scope != nil && login == .never) }
 
+    /// `--header-for`'s method, upper-cased, and URL; `nil` without it.
+    var headerTarget: (method: String, url: String)? {
+        guard headerFor.count == 2 else { return nil }
+        return (method: headerFor[0].uppercased(), url: headerFor[1])
+    }
+
     func validate() throws {
         guard minValidity >= 0 else { throw ValidationError("--min-validity must be zero or more seconds") }
         let browserFlags = browserOptions.given
         if login != .never, !resources.isEmpty || audience != nil {
             throw ValidationError("--resource and --audience apply without --login (to a client-credentials profile)")
         }
-        let loginFlags = browserFlags
+        try validateHeaderFor()
+        let loginFlags = browserFlags + dpopOptions.given
         if login == .never, !loginFlags.isEmpty {
             throw ValidationError("\(loginFlags.joined(separator: ", ")) apply with --login only")
         }
         if login == .device, !browserFlags.isEmpty {
             throw ValidationError("\(browserFlags.joined(separator: ", ")) apply with --login browser or auto only")
+        }
+    }
+
+    /// `--header-for METHOD URL`: a method token and an absolute http(s) URL; not with `--exec-credential`.
+    private func validateHeaderFor() throws {
+        guard !headerFor.isEmpty else { return }
+        guard let target = headerTarget else {
+            throw ValidationError("--header-for takes two values, a method and a URL: --header-for GET https://api.example.com/items")
+        }
+        if execCredential { throw ValidationError("--header-for and --exec-credential exclude each other") }
+        guard HTTPRequest.Method(target.method) != nil else {
+            throw ValidationError("--header-for: \(Terminal.printable(target.method, limit: 100)) is not an HTTP method")
+        }
+        guard HTTPRequest(method: .get, url: target.url) != nil else {
+            throw ValidationError("--header-for: \(Terminal.printable(target.url, limit: 300)) is not an absolute http or https URL")
         }
     }
 
@@ -93,32 +127,25 @@ struct TokenCommand: AsyncParsableCommand {
                 if asksForTarget { return try await self.targetToken(store: store, transport: client) }
                 let stored = try await store.profile(named: storeOptions.profileName)
                 let provider = try self.provider(stored: stored, transport: client)
-                let service = AuthService(api: provider.api, store: store, profile: storeOptions.profileName)
-                let result: Result<Issued, any Error>
-                do {
-                    result = .success(try await ClientAuthOptions.namingMissingCredential(of: provider.configuration) { try await self.issued(from: service) })
-                } catch {
-                    result = .failure(error)
+                let call = await ProfileCall.run(api: provider.api, store: store, profile: storeOptions.profileName) { service in
+                    try await ClientAuthOptions.namingMissingCredential(of: provider.configuration) { try await self.issued(from: service) }
                 }
-                // A background refresh whose request has left (the advisory window) is awaited, so
-                // that the rotated refresh token is saved before this short-lived process exits.
-                await service.shutdown()
-                unsaved = service.unsavedRefresh
-                switch result {
+                unsaved = call.unsaved
+                switch call.result {
                 case .failure(is LoginRequiredError) where login != .never:
                     return try await self.issuedAfterLogin(provider: provider, store: store, transport: client)
                 default:
-                    return try result.get()
+                    return try call.result.get()
                 }
             }
-            let line = try execCredential ? ExecCredential.json(token: output.token, expiresAt: output.expiresAt) : output.token
-            Terminal.writeAll(line + "\n", to: STDOUT_FILENO)
-            if let unsaved {
-                throw CLIFailure(
-                    exitCode: 1,
-                    "the refreshed credentials could not be saved to \(unsaved.path): \(unsaved.message); this session ends when this process exits — free space or fix permissions, then log in again",
-                    detail: "\(unsaved)")
+            let text: String
+            if let lines = output.headerLines {
+                text = lines.joined(separator: "\n")
+            } else {
+                text = try execCredential ? ExecCredential.json(token: output.token, expiresAt: output.expiresAt) : output.token
             }
+            Terminal.writeAll(text + "\n", to: STDOUT_FILENO)
+            if let unsaved { throw ProfileCall.unsavedFailure(unsaved) }
         }
     }
 }
@@ -135,27 +162,55 @@ extension TokenCommand {
             throw CLIFailure.usage("--resource, --audience and --scope (without --login) need a profile logged in with `loginkit login --client-credentials`")
         }
         let configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, clientSecret: APIFactory.environmentSecret)
-        let tokens = ClientCredentialsTokens(api: OAuth2API(configuration: configuration, transport: transport), store: store, baseProfile: name)
+        let api = OAuth2API(configuration: configuration, transport: transport)
+        let tokens = ClientCredentialsTokens(api: api, store: store, baseProfile: name)
         let credentials = try await ClientAuthOptions.namingMissingCredential(of: configuration) {
             try await tokens.credentials(
                 for: TokenTarget(resources: resources, audience: audience, scope: scope), minimumValidity: .seconds(minValidity))
         }
         guard let token = credentials.accessToken else { throw CLIFailure(exitCode: 1, "the provider issued no access token") }
-        return Issued(token: token, expiresAt: credentials.expiresAt)
+        guard let target = headerTarget else { return Issued(token: token, expiresAt: credentials.expiresAt) }
+        return Issued(token: token, expiresAt: credentials.expiresAt, headerLines: try Self.headerLines(for: credentials, target: target, api: api))
     }
 
     /// A token and, when known, when it expires.
     struct Issued: Sendable {
         let token: String
         let expiresAt: Date?
+        /// With `--header-for`: the lines printed instead of the token.
+        var headerLines: [String]? = nil
     }
 
-    /// The token asked for (ID or access) from `service`, refreshing it as needed.
+    /// The header lines another HTTP client sends with a request `target` for `credentials`:
+    /// `Authorization: Bearer <token>`, or `Authorization: DPoP <token>` and `DPoP: <proof>` for
+    /// DPoP-bound credentials (with the nonce `api` last heard from the URL's origin, if any).
+    ///
+    /// - Throws: what `ResourceAuthorization.headers` throws (a key that cannot sign).
+    static func headerLines(for credentials: Credentials, target: (method: String, url: String), api: any AuthAPI) throws -> [String] {
+        let nonces = (api as? any AuthorizedRequestAPI)?.dpopNonces ?? DPoPNonces()
+        let fields = try ResourceAuthorization.headers(for: credentials, method: target.method, url: target.url, nonces: nonces, now: Date())
+        return fields.map { "\($0.name.rawName): \($0.value)" }
+    }
+
+    /// The token asked for (ID or access) from `service`, refreshing it as needed; with
+    /// `--header-for`, the header lines for the access token.
     ///
     /// - Throws: `CLIFailure` (exit 1) when the provider issued no such token; what
     ///   `validIDToken`/`validAccessToken` throw (`LoginRequiredError` when a login is needed).
     func issued(from service: AuthService) async throws -> Issued {
         let minimum = Duration.seconds(minValidity)
+        if let target = headerTarget {
+            let token: String
+            do {
+                token = try await service.validAccessToken(minimumValidity: minimum)
+            } catch let error as LoginRequiredError where error.code == .noAccessToken {
+                throw CLIFailure(exitCode: 1, "the provider issued no access token for this profile")
+            }
+            let credentials = try await service.validCredentials(minimumValidity: minimum)
+            return Issued(
+                token: token, expiresAt: credentials.expiresAt,
+                headerLines: try Self.headerLines(for: credentials, target: target, api: service.api))
+        }
         if access {
             do {
                 let token = try await service.validAccessToken(minimumValidity: minimum)
@@ -178,7 +233,13 @@ extension TokenCommand {
 
 /// `loginkit status`: what a profile holds, never a token.
 struct StatusCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show a profile's state (never prints a token).")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show a profile's state (never prints a token).",
+        discussion: """
+            binding: says whether the tokens are bound to the profile's DPoP key (its algorithm and \
+            RFC 7638 thumbprint) or bearer tokens; cnf.jkt: the key thumbprint the access token names, \
+            read from it without verification, and whether it is the profile's key.
+            """)
 
     @Flag(help: "Print JSON on stdout.") var json = false
     @OptionGroup var storeOptions: StoreOptions
@@ -195,6 +256,7 @@ struct StatusCommand: AsyncParsableCommand {
             let user = User(credentials: profile.credentials, fallbackID: User.ID(rawValue: profile.userID ?? ""))
             let expiresAt = profile.credentials.expiresAt
             let expired = expiresAt.map { $0 <= Date() } ?? false
+            let binding = TokenBinding(profile.credentials)
             if json {
                 JSONOutput.print([
                     "profile": .text(storeOptions.profileName), "user": .text(user.preferredUsername ?? user.id.rawValue),
@@ -205,6 +267,8 @@ struct StatusCommand: AsyncParsableCommand {
                     "has_id_token": .flag(profile.credentials.idToken != nil),
                     "store": .text(opened.location), "sealed": .flag(storage?.isSealed ?? opened.isSealed),
                     "storage": .textOrNull(storage?.level), "storage_detail": .textOrNull(storage.map(\.detail)),
+                    "binding": .text(binding.isDPoP ? "dpop" : "bearer"), "dpop_alg": .textOrNull(binding.algorithm?.rawValue),
+                    "dpop_jkt": .textOrNull(binding.keyThumbprint), "cnf_jkt": .textOrNull(binding.confirmedThumbprint),
                 ].merging(details.map { ($0.key, .text($0.value)) }) { first, _ in first })
             } else {
                 print("profile:        \(storeOptions.profileName)")
@@ -214,6 +278,8 @@ struct StatusCommand: AsyncParsableCommand {
                 print("expires:        \(expiresAt.map { $0.formatted(.iso8601) } ?? "never")\(expired ? " (expired)" : "")")
                 print("refresh token:  \(profile.credentials.refreshToken != nil ? "yes" : "no")")
                 print("id token:       \(profile.credentials.idToken != nil ? "yes" : "no")")
+                print("binding:        \(binding.summary)")
+                if let confirmation = binding.confirmationSummary { print("cnf.jkt:        \(confirmation)") }
                 print("store:          \(opened.location)\(storage == nil && opened.isSealed ? " (sealed)" : "")")
                 if let storage { print("storage:        \(Terminal.printable(storage.description, limit: 500))") }
                 for detail in details {

@@ -25,6 +25,10 @@ struct BrowserOptions: ParsableArguments {
     @Option(name: .customLong("acr-values"), help: "The authentication context classes to ask for (acr_values).")
     var acrValues: String?
     @Option(
+        name: .customLong("max-age"),
+        help: ArgumentHelp("The longest time since the user last signed in that the provider may accept (max_age).", valueName: "seconds"))
+    var maxAge: Int?
+    @Option(
         name: .customLong("extra-param"),
         help: ArgumentHelp("One more authorization parameter (repeatable), e.g. access_type=offline.", valueName: "key=value")
     )
@@ -38,6 +42,7 @@ struct BrowserOptions: ParsableArguments {
             throw ValidationError("--listen-address \(text): expected HOST:PORT, such as 127.0.0.1:8000 or [::1]:0")
         }
         if let timeout, timeout <= 0 { throw ValidationError("--timeout must be a positive number of seconds") }
+        if let maxAge, maxAge < 0 { throw ValidationError("--max-age must be zero or more seconds") }
         _ = try extraParameters()
     }
 
@@ -51,6 +56,7 @@ struct BrowserOptions: ParsableArguments {
         if loginHint != nil { flags.append("--login-hint") }
         if prompt != nil { flags.append("--prompt") }
         if acrValues != nil { flags.append("--acr-values") }
+        if maxAge != nil { flags.append("--max-age") }
         if !extraParams.isEmpty { flags.append("--extra-param") }
         return flags
     }
@@ -69,7 +75,7 @@ struct BrowserOptions: ParsableArguments {
     func configuration(scope: String?) throws -> BrowserLogin.Configuration {
         var configuration = BrowserLogin.Configuration()
         configuration.authorization = AuthorizationOptions(
-            scope: scope, loginHint: loginHint, prompt: prompt, acrValues: acrValues, extraParameters: try extraParameters())
+            scope: scope, loginHint: loginHint, prompt: prompt, acrValues: acrValues, maxAge: maxAge, extraParameters: try extraParameters())
         configuration.listenAddresses = listenAddresses.compactMap { ListenAddress($0) }
         configuration.redirectURI = redirectURI
         configuration.timeout = .seconds(timeout ?? Self.defaultTimeout)

@@ -94,7 +94,7 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// The commands that take `StoreOptions`.
-    static let storeCommands: Set<String> = ["login", "token", "status", "logout", "store"]
+    static let storeCommands: Set<String> = ["login", "token", "request", "status", "logout", "store"]
 
     /// Whether `location` names a database rather than a file.
     static func isRemote(_ location: String) -> Bool {

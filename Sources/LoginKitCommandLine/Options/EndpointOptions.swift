@@ -60,10 +60,12 @@ struct EndpointOptions: ParsableArguments {
 /// endpoints (refresh, revocation) with nothing but `--profile`: the library's `CredentialSource`
 /// remembers the issuer, not the endpoints. Keys: `endpoint.authorization`, `endpoint.token`,
 /// `endpoint.device_authorization`, `endpoint.revocation`, `endpoint.jwks`, `endpoint.userinfo`,
-/// and `discovery` = `off`. URLs only, never a secret.
+/// `discovery` = `off`, and the login's choices a later login makes again: `dpop_alg` (the DPoP
+/// key's algorithm, never the key, which the credentials hold) and `par` = `always` or `never`.
+/// URLs and names only, never a secret.
 enum EndpointAttributes {
-    /// The attributes that record `configuration`'s explicit endpoints and discovery switch; empty
-    /// when it has none.
+    /// The attributes that record `configuration`'s explicit endpoints, discovery switch, DPoP
+    /// algorithm and pushed-request choice; empty when it has none.
     static func attributes(of configuration: OAuth2API.Configuration) -> [String: String] {
         let endpoints = configuration.endpoints
         var attributes: [String: String] = [:]
@@ -74,10 +76,13 @@ enum EndpointAttributes {
         attributes["endpoint.jwks"] = endpoints.jwks
         attributes["endpoint.userinfo"] = endpoints.userinfo
         if !configuration.usesDiscovery { attributes["discovery"] = "off" }
+        attributes["dpop_alg"] = configuration.dpopAlgorithm?.rawValue
+        attributes["par"] = configuration.pushesAuthorizationRequests.map { $0 ? "always" : "never" }
         return attributes
     }
 
-    /// Sets the endpoints and discovery switch that `attributes` record.
+    /// Sets the endpoints, discovery switch, DPoP algorithm and pushed-request choice that
+    /// `attributes` record.
     static func apply(_ attributes: [String: String], to configuration: inout OAuth2API.Configuration) {
         var endpoints = configuration.endpoints
         if let value = attributes["endpoint.authorization"] { endpoints.authorization = value }
@@ -88,11 +93,17 @@ enum EndpointAttributes {
         if let value = attributes["endpoint.userinfo"] { endpoints.userinfo = value }
         configuration.endpoints = endpoints
         if attributes["discovery"] == "off" { configuration.usesDiscovery = false }
+        if let algorithm = attributes["dpop_alg"].flatMap(JWSAlgorithm.init(rawValue:)) { configuration.dpopAlgorithm = algorithm }
+        switch attributes["par"] {
+        case "always": configuration.pushesAuthorizationRequests = true
+        case "never": configuration.pushesAuthorizationRequests = false
+        default: break
+        }
     }
 
-    /// Adds `configuration`'s explicit endpoints to the profile `name` that a login just saved
-    /// through `api`, under the store's lock. Nothing is written when there are none, or when the
-    /// profile now holds another provider's or client's login.
+    /// Adds what ``attributes(of:)`` records of `configuration`, and `extra`, to the profile `name`
+    /// that a login just saved through `api`, under the store's lock. Nothing is written when there
+    /// are none, or when the profile now holds another provider's or client's login.
     ///
     /// - Throws: `TokenStoreError`.
     static func record(

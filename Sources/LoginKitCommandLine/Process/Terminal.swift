@@ -53,6 +53,12 @@ enum Terminal {
         return escaped.count > limit ? String(escaped.prefix(limit)) + "…" : escaped
     }
 
+    /// `word` as a POSIX shell reads it back as one word: single-quoted unless it is plain.
+    static func shellWord(_ word: String) -> String {
+        let plain = !word.isEmpty && word.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+,=@:".contains($0)) }
+        return plain ? word : "'" + word.replacing("'", with: "'\\''") + "'"
+    }
+
     /// stderr for library log lines: each line written as one line, its control characters escaped
     /// (log messages and metadata quote claims and provider answers).
     struct EscapingStandardError: TextOutputStream, Sendable {

@@ -79,5 +79,8 @@ extension OAuth2API.Metadata {
         authorizationResponseIssParameterSupported =
             document["authorization_response_iss_parameter_supported"]?.boolValue ?? false
         tokenEndpointAuthMethodsSupported = strings("token_endpoint_auth_methods_supported")
+        pushedAuthorizationRequestEndpoint = string("pushed_authorization_request_endpoint")
+        requiresPushedAuthorizationRequests = document["require_pushed_authorization_requests"]?.boolValue ?? false
+        dpopSigningAlgValuesSupported = strings("dpop_signing_alg_values_supported")
     }
 }

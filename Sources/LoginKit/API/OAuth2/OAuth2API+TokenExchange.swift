@@ -117,12 +117,15 @@ extension OAuth2API {
 
     private func sendExchange(_ fields: [(String, String)]) async throws -> ExchangedToken {
         let metadata = try await metadata()
+        // A new key per exchange, as per login, when the configuration binds tokens (RFC 9449 §5).
+        let proofKey = try newProofKey(metadata)
         let (response, json, _) = try await endpoint.postForm(
             metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
-            fields: fields, authentication: authentication(metadata))
+            fields: fields, authentication: authentication(metadata), proof: proofMaker(proofKey))
         let scopes = TokenEndpoint.ScopeContext(asked: fields.first { $0.0 == "scope" }?.1, advertised: metadata.scopesSupported)
         if let error = TokenEndpoint.error(for: response, json: json, grant: .tokenExchange, host: host, scopes: scopes) { throw error }
         try TokenEndpoint.requireJSON(response, host: host)
+        try requireProofForDPoPToken(json, proofKey: proofKey)
         // The issued token need not be an access token or a JWT: nothing here verifies it (an ID
         // token issued this way is the caller's to verify); only the response's shape is checked.
         var (credentials, _) = try TokenEndpoint.parseCredentials(from: json, host: host, issuer: configuration.issuer, now: now(), previous: nil)
@@ -130,6 +133,7 @@ extension OAuth2API {
             throw ServerError(.malformedResponse, "\(host) sent a token exchange response without access_token or issued_token_type (RFC 8693 §2.2.1)")
         }
         credentials.issuedAt = now()
+        credentials.proofKey = proofKey
         return ExchangedToken(credentials: credentials, issuedTokenType: issuedType)
     }
 }

@@ -10,6 +10,8 @@ import LoginKitJOSE
 /// device-code grants, token exchange (RFC 8693), resource indicators (RFC 8707), revocation
 /// (RFC 7009); the client authenticates with `client_secret_basic`, `client_secret_post`,
 /// `private_key_jwt` or `client_secret_jwt` (RFC 7523), chosen explicitly or from discovery.
+/// Tokens can be bound to a key (DPoP, RFC 9449: ``Configuration/dpopAlgorithm``), and browser
+/// sign-ins pushed to the provider first (PAR, RFC 9126: ``Configuration/pushesAuthorizationRequests``).
 ///
 /// The provider's metadata comes from `<issuer>/.well-known/openid-configuration`, fetched once and
 /// checked (its `issuer` must equal the configured one, OIDC Discovery §4.3). ID tokens are verified
@@ -60,6 +62,21 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         /// Whether the discovery document is fetched. Default `true`; `false` for providers that
         /// publish none (GitHub), which then need at least `endpoints.token`.
         public var usesDiscovery = true
+        /// The algorithm of the key tokens are bound to (DPoP, RFC 9449): `.es256`, `.es384`,
+        /// `.edDSA`, `.rs256` or `.ps256`. Each login (password, browser, device, client
+        /// credentials, token exchange) makes a new key with it, proves possession of it at the
+        /// token endpoint, and keeps it with the credentials: their refreshes, and the requests
+        /// made with them, carry proofs signed by it, whatever this setting says later. A provider
+        /// whose discovery lists `dpop_signing_alg_values_supported` without it is refused
+        /// (`LoginError` `.invalidConfiguration`). Default `nil`: bearer tokens, no key.
+        public var dpopAlgorithm: JWSAlgorithm?
+        /// Whether browser sign-ins push their parameters to the provider first (PAR, RFC 9126),
+        /// so that the browser gets only the client ID and a `request_uri`. Default `nil`: when
+        /// the provider's discovery advertises `pushed_authorization_request_endpoint` (and
+        /// always when it sets `require_pushed_authorization_requests`). `true`: always, and a
+        /// provider without the endpoint is a `ServerError` `.misconfigured`. `false`: never, and a
+        /// provider that requires it is a `LoginError` `.invalidConfiguration`.
+        public var pushesAuthorizationRequests: Bool?
 
         /// A public client (no secret) or a confidential one of `issuer`; every other setting keeps
         /// its default (discovery on, ID tokens verified, `client_secret_basic`).
@@ -121,10 +138,19 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         package internal(set) var authorizationResponseIssParameterSupported = false
         /// `token_endpoint_auth_methods_supported`, when listed.
         package internal(set) var tokenEndpointAuthMethodsSupported: [String]? = nil
+        /// `pushed_authorization_request_endpoint` (RFC 9126 §5), when offered.
+        package internal(set) var pushedAuthorizationRequestEndpoint: String? = nil
+        /// `require_pushed_authorization_requests` (RFC 9126 §5): authorization requests must be pushed.
+        package internal(set) var requiresPushedAuthorizationRequests = false
+        /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1), when listed.
+        package internal(set) var dpopSigningAlgValuesSupported: [String]? = nil
     }
 
     /// The configuration.
     package let configuration: Configuration
+    /// The `DPoP-Nonce` each origin sent last, for the proofs of this API's token requests and of
+    /// the requests made with its credentials.
+    package let dpopNonces = DPoPNonces()
     let endpoint: TokenEndpoint
     private let transport: any HTTPTransport
     let now: @Sendable () -> Date
@@ -146,6 +172,9 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         self.now = now
         self.metadataLoader = MetadataLoader()
     }
+
+    /// The transport this API sends over: requests made with its credentials go over it too.
+    package var httpTransport: any HTTPTransport { transport }
 
     /// The transport's executor (`PrefersTaskExecutor`), if it has one: `AuthService` runs its
     /// shared refresh there.
@@ -245,18 +274,33 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
 
     // MARK: Grants
 
+    /// The DPoP key a token request proves possession of.
+    enum RequestProof {
+        /// A new key when ``Configuration/dpopAlgorithm`` is set, none otherwise: a login.
+        case newKeyWhenConfigured
+        /// This key, or none: a refresh (the credentials' key), a code exchange or a device poll
+        /// (the key the sign-in started with).
+        case key(DPoPKey?)
+    }
+
     func tokenRequest(
-        _ fields: [(String, String)], scope: RequestScope = .omitted, grant: TokenEndpoint.Grant, previous: Credentials? = nil
+        _ fields: [(String, String)], scope: RequestScope = .omitted, grant: TokenEndpoint.Grant, previous: Credentials? = nil,
+        proof: RequestProof
     ) async throws -> Credentials {
         try await Telemetry.tokenRequest(grantType: fields.first { $0.0 == "grant_type" }?.1, issuer: configuration.issuer) {
-            try await sendTokenRequest(fields, scope: scope, grant: grant, previous: previous)
+            try await sendTokenRequest(fields, scope: scope, grant: grant, previous: previous, proof: proof)
         }
     }
 
     private func sendTokenRequest(
-        _ fields: [(String, String)], scope: RequestScope, grant: TokenEndpoint.Grant, previous: Credentials?
+        _ fields: [(String, String)], scope: RequestScope, grant: TokenEndpoint.Grant, previous: Credentials?, proof: RequestProof
     ) async throws -> Credentials {
         let (metadata, verifier) = try await loaded()
+        let proofKey: DPoPKey?
+        switch proof {
+        case .newKeyWhenConfigured: proofKey = try newProofKey(metadata)
+        case .key(let key): proofKey = key
+        }
         let asked: String?
         switch scope {
         case .omitted: asked = nil
@@ -270,13 +314,15 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         if let asked { fields.insert(("scope", asked), at: min(1, fields.count)) }
         let (response, json, _) = try await endpoint.postForm(
             metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
-            fields: fields, authentication: authentication(metadata))
+            fields: fields, authentication: authentication(metadata), proof: proofMaker(proofKey))
         let scopes = TokenEndpoint.ScopeContext(asked: asked, advertised: metadata.scopesSupported)
         if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host, scopes: scopes) { throw error }
         try TokenEndpoint.requireJSON(response, host: host)
-        let credentials = try await TokenEndpoint.credentials(
+        try requireProofForDPoPToken(json, proofKey: proofKey)
+        var credentials = try await TokenEndpoint.credentials(
             from: json, host: host, issuer: configuration.issuer, now: now(), verifier: verifier, previous: previous
         )
+        credentials.proofKey = proofKey
         // A provider with no JWKS (OAuth2-only) that sends a new ID token anyway: nothing can verify it.
         if configuration.verifiesIDTokens, verifier == nil, let idToken = credentials.idToken, idToken != previous?.idToken {
             throw LoginError(
@@ -289,7 +335,8 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
 
     public func logIn(for id: User.ID, with password: String) async throws -> Credentials {
         try await tokenRequest(
-            [("grant_type", "password"), ("username", id.rawValue), ("password", password)], scope: .configured, grant: .password)
+            [("grant_type", "password"), ("username", id.rawValue), ("password", password)], scope: .configured, grant: .password,
+            proof: .newKeyWhenConfigured)
     }
 
     public func refresh(_ credentials: Credentials) async throws -> Credentials {
@@ -298,7 +345,11 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         }
         var previous = credentials
         previous.expiresAt = nil
-        return try await tokenRequest([("grant_type", "refresh_token"), ("refresh_token", refreshToken)], grant: .refresh, previous: previous)
+        // The key the tokens are bound to, whatever the configuration says now: a bound refresh
+        // token is refreshed with a proof by its key only (RFC 9449 §5).
+        return try await tokenRequest(
+            [("grant_type", "refresh_token"), ("refresh_token", refreshToken)], grant: .refresh, previous: previous,
+            proof: .key(credentials.proofKey))
     }
 
     public func clientCredentials(scope: String? = nil) async throws -> Credentials {
@@ -315,7 +366,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         try target.validate()
         return try await tokenRequest(
             [("grant_type", "client_credentials")] + target.formFields, scope: target.scope.map(RequestScope.given) ?? .configured,
-            grant: .clientCredentials)
+            grant: .clientCredentials, proof: .newKeyWhenConfigured)
     }
 
     @discardableResult
@@ -347,6 +398,8 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
             throw ServerError(
                 .misconfigured, "\(host) offers no device authorization endpoint; set OAuth2API.Configuration.endpoints.deviceAuthorization if it has one")
         }
+        // Made (and the algorithm checked) before the user is shown a code to enter.
+        let proofKey = try newProofKey(metadata)
         let asked = scope ?? askedScope(metadata)
         let (response, json, _) = try await endpoint.postForm(
             url, origin: origin(configuration.endpoints.deviceAuthorization, setting: "deviceAuthorization", field: "device_authorization_endpoint"),
@@ -366,18 +419,20 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         guard !shown.contains(where: { $0.unicodeScalars.contains { [.control, .format].contains($0.properties.generalCategory) } }) else {
             throw ServerError(.malformedResponse, "\(host)'s device authorization response holds control characters in its user code or URI")
         }
-        return DeviceAuthorization(
+        var authorization = DeviceAuthorization(
             deviceCode: deviceCode, userCode: userCode, verificationURI: verificationURI,
             verificationURIComplete: verificationURIComplete,
             expiresAt: now().addingTimeInterval(Double(expiresIn)), interval: .seconds(interval)
         )
+        authorization.proofKey = proofKey
+        return authorization
     }
 
     package func pollDeviceAuthorization(_ authorization: DeviceAuthorization) async throws -> DevicePollResult {
         do {
             return .authorized(try await tokenRequest(
                 [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", authorization.deviceCode)],
-                grant: .deviceCode
+                grant: .deviceCode, proof: .key(authorization.proofKey)
             ))
         } catch let error as ServerError where error.providerError == "authorization_pending" {
             return .pending

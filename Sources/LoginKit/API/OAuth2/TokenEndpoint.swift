@@ -42,8 +42,42 @@ struct TokenEndpoint: Sendable {
 
     /// POSTs `fields` as a form, with client authentication `authentication`. A grant in
     /// ``oneTimeCredentialGrants`` is sent so that the transport never resends it.
+    ///
+    /// With `proof`, the request carries a `DPoP` proof (RFC 9449 §5) for `POST` `url` with the
+    /// nonce `url`'s origin sent last; every response's `DPoP-Nonce` is remembered. A `400`
+    /// `use_dpop_nonce` that brings a nonce other than the one sent is answered once: the request is
+    /// made again, with a new proof and a new client assertion. What the second attempt gets is
+    /// returned as it is (a second `use_dpop_nonce` is then an error like any other).
     func postForm(
-        _ url: String, origin: URLOrigin, fields: [(String, String)], authentication: ClientAuthentication?
+        _ url: String, origin: URLOrigin, fields: [(String, String)], authentication: ClientAuthentication?,
+        proof: DPoPProofMaker? = nil
+    ) async throws -> (HTTPResponse, JSONValue?, Data) {
+        // A URL that is no absolute http(s) URL is refused before anything is sent (`send`), with
+        // the error its origin calls for: no proof is made for it.
+        guard let proof, URLParts(url) != nil else {
+            return try await postFormOnce(url, origin: origin, fields: fields, authentication: authentication, dpop: nil)
+        }
+        let sent = proof.nonces.nonce(for: url)
+        let first = try await postFormOnce(
+            url, origin: origin, fields: fields, authentication: authentication, dpop: proof.make(url: url, nonce: sent))
+        proof.nonces.remember(first.0, for: url)
+        guard first.0.status.code == 400, Self.oauthError(first.1)?.error == "use_dpop_nonce",
+            let nonce = DPoPNonces.nonce(in: first.0), nonce != sent
+        else { return first }
+        // Made again even for a one-time credential (a refresh token, a code), still never resent by
+        // the transport: this is a new request, sent because the server refused the first one
+        // without using it (RFC 9449 §8), not a copy of a request whose answer was lost. The form is
+        // built anew, so a client assertion is never sent twice.
+        let second = try await postFormOnce(
+            url, origin: origin, fields: fields, authentication: authentication, dpop: proof.make(url: url, nonce: nonce))
+        proof.nonces.remember(second.0, for: url)
+        return second
+    }
+
+    /// One POST of `fields` with `authentication` (a client assertion made for it) and the `DPoP`
+    /// proof `dpop` when given.
+    private func postFormOnce(
+        _ url: String, origin: URLOrigin, fields: [(String, String)], authentication: ClientAuthentication?, dpop: String?
     ) async throws -> (HTTPResponse, JSONValue?, Data) {
         var fields = fields
         var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded", .accept: "application/json"]
@@ -65,6 +99,7 @@ struct TokenEndpoint: Sendable {
         case nil:
             break
         }
+        if let dpop { headers[.dpop] = dpop }
         // A client assertion is single-use too: a provider may refuse its `jti` the second time (RFC 7523 §3).
         let oneTime = fields.contains {
             ($0.0 == "grant_type" && Self.oneTimeCredentialGrants.contains($0.1)) || $0.0 == "client_assertion"
@@ -179,6 +214,12 @@ struct TokenEndpoint: Sendable {
             return ServerError(.unavailable, "\(host) is temporarily unavailable\(detail)", status: status, providerError: body.error, retryAfter: retryAfter)
         case "server_error":
             return ServerError(.unavailable, "\(host) reported a server error\(detail)", status: status, providerError: body.error, retryAfter: retryAfter)
+        case "invalid_dpop_proof":
+            return ServerError(.protocolError, "\(host) refused the DPoP proof (invalid_dpop_proof)\(detail)", status: status, providerError: body.error)
+        case "use_dpop_nonce":
+            return ServerError(
+                .protocolError, "\(host) refused the DPoP proof's nonce (use_dpop_nonce)\(detail); it sent no usable new one, or refused the retry made with it", status: status,
+                providerError: body.error)
         default:
             return ServerError(.protocolError, "\(host) refused the request (\(body.error))\(detail)", status: status, providerError: body.error)
         }
@@ -281,6 +322,19 @@ enum ClientAuthentication: Sendable {
     case none(id: String)
     /// `private_key_jwt` or `client_secret_jwt` (RFC 7523 §2.2): a signed assertion made per request.
     case assertion(id: String, ClientAssertionMaker)
+}
+
+/// Makes the `DPoP` proofs (RFC 9449 §4) of a token request: signed by `key`, with the nonce the
+/// server sent last (kept in `nonces`), issued at `now()`.
+struct DPoPProofMaker: Sendable {
+    let key: DPoPKey
+    let nonces: DPoPNonces
+    let now: @Sendable () -> Date
+
+    /// A proof for `POST` `url` with `nonce`.
+    func make(url: String, nonce: String?) throws -> String {
+        try key.proof(method: "POST", url: url, nonce: nonce, accessToken: nil, now: now())
+    }
 }
 
 /// Makes the JWT a client authenticates with (RFC 7523 §3, OpenID Connect Core §9): `iss` and
