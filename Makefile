@@ -9,7 +9,7 @@ BUILD_PACKAGES := libcurl4-openssl-dev libssl-dev pkg-config
 # which needs Python 3.12 or later: python3 where the distribution has it, else pyenv's).
 # The keyring tests: a private D-Bus bus with GNOME Keyring (dbus, gnome-keyring, gdbus from
 # libglib2.0-bin, libsecret-1-0 that LoginKit loads at run time), and seccomp for the container case.
-TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql python3-venv dbus gnome-keyring libglib2.0-bin libsecret-1-0 python3-seccomp
+TEST_PACKAGES := $(BUILD_PACKAGES) openssl tmux postgresql python3-venv dbus gnome-keyring libglib2.0-bin libsecret-1-0 python3-seccomp nginx-light git
 
 SWIFT ?= swift
 # The dev server, the fleet store, the lifecycle integration and the CLI sit behind package traits

@@ -244,6 +244,7 @@ let package = Package(
             name: "CLITests",
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitTestSupport", "LoginKitPostgres",
+                .target(name: "LoginKitCommandLine", condition: when("CLI")),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: when("Postgres")),
             ],
             swiftSettings: strict

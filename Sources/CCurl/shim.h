@@ -45,6 +45,24 @@ static inline CURLcode loginkit_curl_easy_setopt_pointer(CURL *handle, CURLoptio
     return curl_easy_setopt(handle, option, value);
 }
 
+/// Sets a `struct curl_blob` option to `length` bytes at `data` without copying them
+/// (CURL_BLOB_NOCOPY): libcurl reads them where they are, so the caller keeps them unchanged for as
+/// long as the handle may use them (until `curl_easy_cleanup` or the option is set again).
+static inline CURLcode loginkit_curl_easy_setopt_blob_nocopy(CURL *handle, CURLoption option, const void *data,
+                                                             size_t length) {
+    struct curl_blob blob;
+    blob.data = (void *)data;
+    blob.len = length;
+    blob.flags = CURL_BLOB_NOCOPY;
+    return curl_easy_setopt(handle, option, &blob);
+}
+
+/// Overwrites `length` bytes at `data` with zeros in a way the compiler may not drop as a dead
+/// store (OpenSSL's `OPENSSL_cleanse`): for buffers that held a private key.
+static inline void loginkit_secure_zero(void *data, size_t length) {
+    OPENSSL_cleanse(data, length);
+}
+
 static inline CURLcode loginkit_curl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value) {
     return curl_easy_setopt(handle, option, value);
 }

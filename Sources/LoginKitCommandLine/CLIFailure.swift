@@ -58,6 +58,11 @@ package struct CLIFailure: Error {
             // A browser login that failed on this side: nobody signed in in time, nothing to listen
             // on, no browser, a pasted address that is not the redirect.
             self.init(exitCode: 1, error.message, detail: "\(error)")
+        case let error as NetworkError where error.code == .invalidRequest && error.transportCode == nil:
+            // Refused before anything was sent, for what this side was given: a TLS client key
+            // others can read, a certificate or key file that is not there. Exit 1, as for
+            // --private-key; nothing about the network.
+            self.init(exitCode: 1, error.message, detail: "\(error)")
         case let error as NetworkError:
             self.init(exitCode: 5, error.message, detail: "\(error)")
         case let error as ServerError:
@@ -112,7 +117,10 @@ package struct CLIFailure: Error {
         if let acrValues = error.acrValues {
             let shown = Terminal.printable(acrValues, limit: 300)
             asked.append("acr_values \"\(shown)\"")
-            flags += ["--acr-values", Terminal.shellWord(shown)]
+            // Only a value of printable ASCII, whole, is offered as a command to paste: anything
+            // else the server chose (combining marks, look-alikes, a value cut short) is named, not quoted.
+            let pastable = acrValues.utf8.count <= 300 && acrValues.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E }
+            flags += ["--acr-values", pastable ? Terminal.shellWord(acrValues) : "VALUES"]
         }
         if let maxAge = error.maxAge {
             asked.append("max_age \(maxAge)")

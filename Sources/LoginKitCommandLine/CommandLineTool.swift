@@ -25,12 +25,13 @@ struct LoginKitCommand: AsyncParsableCommand {
             5 network or server failure, 6 upgrade required, 7 token verification failed, \
             8 logged out here but the revocation at the provider failed, 10 step-up required (the \
             resource server asks for a stronger or more recent sign-in), 22 HTTP status 400 or more \
-            (request).
+            (request), 126 and 127 the command cannot be run or is not found (exec).
             """,
         version: LoginKitCLI.version.description,
         subcommands: [
             LoginCommand.self, TokenCommand.self, RequestCommand.self, ExchangeCommand.self, StatusCommand.self, LogoutCommand.self,
-            StoreCommand.self, VerifyCommand.self,
+            StoreCommand.self, ProfilesCommand.self, VerifyCommand.self,
+            GitCredentialCommand.self, DockerCredentialCommand.self, ExecCommand.self,
             DevServerCommand.self, DemoCommand.self,
         ]
     )
@@ -50,7 +51,7 @@ package enum LoginKitCLI {
     ///   itself with `loginkit-fleet` when the store named is one.
     package static func main(fleet: (any FleetStoreOpener)?) async -> Never {
         ProcessHardening.disableCoreDumps()  // before any secret is read or received
-        let arguments = Array(CommandLine.arguments.dropFirst())
+        let arguments = DockerCredentialCommand.toolArguments(CommandLine.arguments)  // as `docker-credential-loginkit`: that command
         if let remote = StoreOptions.remoteStore(arguments: arguments, environment: ProcessInfo.processInfo.environment) {
             // Refused here, before `loginkit-fleet` is run with the password on its argv too.
             if remote.fromFlag, StoreOptions.holdsPassword(remote.location) {

@@ -110,6 +110,8 @@ final class CurlDriver: TaskExecutor {
 
     let multi: MultiHandle
     let configuration: CurlHTTPClient.Configuration
+    /// The client certificate and key read when the client was created, for every handle it sets up.
+    let clientCredential: ClientCredential?
     let state = LockedState(State())
     /// The driver thread, once it runs (tests check that preferring tasks run there).
     let thread = LockedState<pthread_t?>(nil)
@@ -123,13 +125,14 @@ final class CurlDriver: TaskExecutor {
     static let shutdownError = NetworkError(.shutdown, "the HTTP client was shut down")
     private let maximumSpareHandles = 64
 
-    private init(multi: MultiHandle, configuration: CurlHTTPClient.Configuration) {
+    private init(multi: MultiHandle, configuration: CurlHTTPClient.Configuration, clientCredential: ClientCredential?) {
         self.multi = multi
         self.configuration = configuration
+        self.clientCredential = clientCredential
     }
 
-    /// Creates the multi handle and starts the driver thread.
-    static func start(configuration: CurlHTTPClient.Configuration) throws -> CurlDriver {
+    /// Creates the multi handle and starts the driver thread; its handles present `clientCredential`.
+    static func start(configuration: CurlHTTPClient.Configuration, clientCredential: ClientCredential?) throws -> CurlDriver {
         guard let multi = MultiHandle() else {
             throw NetworkError(.other, "libcurl could not create a multi handle")
         }
@@ -137,7 +140,7 @@ final class CurlDriver: TaskExecutor {
         _ = loginkit_curl_multi_setopt_long(multi.raw, CURLMOPT_MAX_HOST_CONNECTIONS, maxPerHost)
         _ = loginkit_curl_multi_setopt_long(multi.raw, CURLMOPT_MAXCONNECTS, max(maxPerHost, 16))
         _ = loginkit_curl_multi_setopt_long(multi.raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        let driver = CurlDriver(multi: multi, configuration: configuration)
+        let driver = CurlDriver(multi: multi, configuration: configuration, clientCredential: clientCredential)
         let loop = CurlLoop(driver: driver)
         let context = Unmanaged.passRetained(loop).toOpaque()
         var thread = pthread_t()
@@ -165,7 +168,7 @@ final class CurlDriver: TaskExecutor {
             return .failure(NetworkError(.other, "libcurl could not create an easy handle"))
         }
         createdHandles.add(1, ordering: .relaxed)
-        let code = handle.applyClientOptions(configuration)
+        let code = handle.applyClientOptions(configuration, credential: clientCredential)
         guard code == CURLE_OK else { return .failure(Transfer.refusedOption(code)) }
         return .success(handle)
     }

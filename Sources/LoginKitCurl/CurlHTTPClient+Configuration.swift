@@ -48,13 +48,17 @@ extension CurlHTTPClient {
         public var pinnedPublicKey: String?
         /// The certificate this client presents when a server asks for one (mutual TLS, as
         /// RFC 8705 uses it): the path of a PEM file holding the certificate, optionally followed
-        /// by the intermediate CA certificates that lead to the one the server trusts. Set it
-        /// together with ``clientKey``; every connection of the client then presents it.
+        /// by the intermediate CA certificates that lead to the one the server trusts; a regular
+        /// file (not a symbolic link) of at most 1 MiB. Set it together with ``clientKey``.
+        /// `CurlHTTPClient.init` reads both files once, and every connection of the client presents
+        /// what it read then: a file changed or replaced afterwards takes effect in a new client.
         public var clientCertificate: String?
         /// The path of ``clientCertificate``'s private key: an unencrypted PEM file, a regular file
         /// (not a symbolic link) of the user's own that group and others cannot access (mode
-        /// `0600` or stricter). `CurlHTTPClient.init` refuses the configuration otherwise, with a
-        /// `NetworkError` naming the file; the key's bytes never appear in an error.
+        /// `0600` or stricter), in a directory that group and others cannot write.
+        /// `CurlHTTPClient.init` refuses the configuration otherwise, with a `NetworkError` naming
+        /// the file or its directory; the key's bytes never appear in an error. The client keeps
+        /// the bytes it read in memory it overwrites with zeros when the client is released.
         public var clientKey: String?
 
         /// System trust store, no pin, no client certificate.

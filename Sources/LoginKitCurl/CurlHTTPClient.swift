@@ -37,10 +37,11 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverRese
     ///
     /// - Throws: `NetworkError` with code `.other` when libcurl cannot be initialised or the
     ///   thread cannot be started, `.invalidRequest` when ``Configuration/proxy`` holds user info,
-    ///   or when only one of ``TLS/clientCertificate`` and ``TLS/clientKey`` is set, the key file
-    ///   is not a private regular file of the user's own (mode `0600` or stricter, not a symbolic
-    ///   link) or the certificate file holds no PEM certificate; the message names the file and
-    ///   never quotes it.
+    ///   or when only one of ``TLS/clientCertificate`` and ``TLS/clientKey`` is set, either file is
+    ///   a symbolic link, the key file is not a private regular file of the user's own (mode `0600`
+    ///   or stricter) in a directory only the user can write, or the certificate file holds no PEM
+    ///   certificate; the message names the file (or its directory) and never quotes it. Both files
+    ///   are read here, once: every connection presents what was read then.
     public init(configuration: Configuration = Configuration()) throws {
         guard ensureCurlGlobalInit() else {
             throw NetworkError(.other, "libcurl failed to initialise (curl_global_init); check the libcurl installation")
@@ -49,9 +50,9 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverRese
             // Never repeat the URL: it may hold a password.
             throw NetworkError(.invalidRequest, "the configured proxy URL holds user info; LoginKit takes no proxy credentials in its configuration")
         }
-        try configuration.tls.checkClientCertificate()
+        let clientCredential = try configuration.tls.readClientCertificate()
         self.configuration = configuration
-        self.driver = try CurlDriver.start(configuration: configuration)
+        self.driver = try CurlDriver.start(configuration: configuration, clientCredential: clientCredential)
     }
 
     deinit {

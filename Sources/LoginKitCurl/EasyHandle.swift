@@ -32,6 +32,10 @@ final class EasyHandle: @unchecked Sendable {  // safe: see the proof above
     /// (`Transfer`). Owned by the handle: freed when replaced and in `deinit`, after libcurl's
     /// pointer to them was replaced or the handle cleaned up.
     private var kept: (lines: UnsafeMutablePointer<curl_slist>, fields: HTTPFields, sendsBody: Bool)?
+    /// The client certificate and key libcurl reads in place (their blobs are not copied): held for
+    /// as long as the handle lives, and released only after `curl_easy_cleanup` in `deinit` (a
+    /// deinitializer's body runs before the stored properties are released).
+    private var credential: ClientCredential?
 
     init?() {
         guard let raw = curl_easy_init() else { return nil }
@@ -40,9 +44,10 @@ final class EasyHandle: @unchecked Sendable {  // safe: see the proof above
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
     }
 
-    /// Sets the options every request of a client shares; the first code libcurl refused, or
-    /// `CURLE_OK`. A handle whose options were refused is not used.
-    func applyClientOptions(_ configuration: CurlHTTPClient.Configuration) -> CURLcode {
+    /// Sets the options every request of a client shares, with the client certificate and key the
+    /// client read when it was created (`credential`; `nil`: none); the first code libcurl refused,
+    /// or `CURLE_OK`. A handle whose options were refused is not used.
+    func applyClientOptions(_ configuration: CurlHTTPClient.Configuration, credential: ClientCredential?) -> CURLcode {
         var options = OptionSetter(raw: raw)
         options.long(CURLOPT_NOSIGNAL, 1)
         options.string(CURLOPT_PROTOCOLS_STR, "http,https")
@@ -57,11 +62,13 @@ final class EasyHandle: @unchecked Sendable {  // safe: see the proof above
         if let caFile = configuration.tls.caFile { options.string(CURLOPT_CAINFO, caFile) }
         if let caDirectory = configuration.tls.caDirectory { options.string(CURLOPT_CAPATH, caDirectory) }
         if let pin = configuration.tls.pinnedPublicKey { options.string(CURLOPT_PINNEDPUBLICKEY, pin) }
-        // Both or neither: `CurlHTTPClient.init` refuses one without the other.
-        if let certificate = configuration.tls.clientCertificate, let key = configuration.tls.clientKey {
-            options.string(CURLOPT_SSLCERT, certificate)
+        // The bytes read when the client was created, never the files' paths: libcurl would open
+        // those again, following links, for every new connection.
+        if let credential {
+            self.credential = credential
+            options.blob(CURLOPT_SSLCERT_BLOB, credential.certificate)
             options.string(CURLOPT_SSLCERTTYPE, "PEM")
-            options.string(CURLOPT_SSLKEY, key)
+            options.blob(CURLOPT_SSLKEY_BLOB, credential.key)
             options.string(CURLOPT_SSLKEYTYPE, "PEM")
             // An empty passphrase: an encrypted key then fails to load (CURLE_SSL_CERTPROBLEM)
             // instead of OpenSSL asking for its passphrase on the terminal from the driver thread.
@@ -140,6 +147,12 @@ struct OptionSetter {
 
     mutating func pointer(_ option: CURLoption, _ value: UnsafeMutableRawPointer?) {
         check(loginkit_curl_easy_setopt_pointer(raw, option, value))
+    }
+
+    /// libcurl reads the bytes in place, without copying them: the handle holds `bytes` for as long
+    /// as libcurl may read them (`EasyHandle.credential`).
+    mutating func blob(_ option: CURLoption, _ bytes: CredentialBytes) {
+        check(loginkit_curl_easy_setopt_blob_nocopy(raw, option, bytes.start, bytes.count))
     }
 
     mutating func list(_ option: CURLoption, _ value: UnsafeMutablePointer<curl_slist>?) {

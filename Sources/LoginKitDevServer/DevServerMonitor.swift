@@ -19,7 +19,7 @@ public final class DevServerMonitor: Sendable {
 
     /// What the identity provider counts besides requests per path.
     enum Counter: Hashable {
-        case dpopProofAccepted, dpopNonceChallenge, parRequest, resourceRequest
+        case dpopProofAccepted, dpopNonceChallenge, parRequest, resourceRequest, certificateTokenRequest
     }
 
     /// The policy `/version-policy` serves; change `minimumVersion` while the server runs.
@@ -98,6 +98,12 @@ public final class DevServerMonitor: Sendable {
     /// How many requests reached the protected resource, `/api/resource`.
     package var resourceRequests: Int {
         state.withLock { $0.counts[.resourceRequest, default: 0] }
+    }
+
+    /// How many token requests came with a TLS client certificate (through the TLS-terminating
+    /// proxy, `IdentityProviderConfiguration.mtlsCertificateHeader`).
+    package var tokenRequestsWithCertificate: Int {
+        state.withLock { $0.counts[.certificateTokenRequest, default: 0] }
     }
 
     /// Forgets connections, request counts and the identity provider's counters (subscribers stay).

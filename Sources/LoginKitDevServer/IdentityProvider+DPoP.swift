@@ -118,7 +118,8 @@ extension IdentityProvider {
     /// The `DPoP` headers of a request to the token endpoint or the PAR endpoint (`path`) checked:
     /// the thumbprint of the proof's key, or `nil` when there is no proof or DPoP is disabled. Two
     /// headers are refused; so is none at the token endpoint (`enforcesPolicy`) when the policy
-    /// requires a proof.
+    /// requires a proof. A request that came with a TLS client certificate was sent to the mutual
+    /// TLS proxy: its proof names that URL (``baseURL(presenting:)``).
     func tokenRequestProof(_ proofs: [String], path: String, enforcesPolicy: Bool) throws(OAuthError) -> String? {
         let policy = configuration.dpop
         guard policy != .disabled else { return nil }
@@ -133,7 +134,8 @@ extension IdentityProvider {
             return nil
         }
         do throws(ProofRefusal) {
-            return try acceptProof(proof, method: "POST", url: issuer + path, site: .authorizationServer).thumbprint
+            let url = baseURL(presenting: Self.requestCertificateThumbprint) + path
+            return try acceptProof(proof, method: "POST", url: url, site: .authorizationServer).thumbprint
         } catch {
             switch error {
             case .useNonce(let nonce):

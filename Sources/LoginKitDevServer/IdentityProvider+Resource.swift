@@ -28,8 +28,12 @@ extension IdentityProvider {
     }
 
     /// Authorizes a `method` request for `path` carrying the `Authorization` header values
-    /// `authorization` and the `DPoP` header values `proofs`: the access token's record, or the refusal.
-    func authorizeResource(authorization: [String], proofs: [String], method: String, path: String) throws(ResourceRefusal) -> AccessRecord {
+    /// `authorization` and the `DPoP` header values `proofs`, and that came with the TLS client
+    /// `certificate` (RFC 8705 §3: a token bound to a certificate is accepted with that one only):
+    /// the access token's record, or the refusal.
+    func authorizeResource(
+        authorization: [String], proofs: [String], method: String, path: String, certificate: PresentedCertificate? = nil
+    ) throws(ResourceRefusal) -> AccessRecord {
         guard authorization.count <= 1 else {
             throw ResourceRefusal(status: 400, scheme: "Bearer", code: "invalid_request", description: "send one Authorization header")
         }
@@ -47,6 +51,13 @@ extension IdentityProvider {
         guard let record = state.withLock({ $0.accessTokens[presented] }), record.expiresAt > now else {
             throw ResourceRefusal(status: 401, scheme: scheme, code: "invalid_token", description: "the access token is unknown, expired or revoked")
         }
+        if let bound = record.x5t, bound != certificate?.thumbprint {
+            let description =
+                certificate == nil
+                ? "the access token is bound to a TLS client certificate (cnf x5t#S256); send it over a connection that presents that certificate"
+                : "the access token is bound to another TLS client certificate than the one presented"
+            throw ResourceRefusal(status: 401, scheme: scheme, code: "invalid_token", description: description)
+        }
         if scheme == "DPoP" {
             guard let bound = record.jkt else {
                 throw ResourceRefusal(
@@ -59,7 +70,8 @@ extension IdentityProvider {
             }
             do throws(ProofRefusal) {
                 _ = try acceptProof(
-                    proof, method: method, url: issuer + path, site: .resource, accessToken: presented, boundThumbprint: bound)
+                    proof, method: method, url: baseURL(presenting: certificate?.thumbprint) + path, site: .resource, accessToken: presented,
+                    boundThumbprint: bound)
             } catch {
                 switch error {
                 case .useNonce(let nonce):

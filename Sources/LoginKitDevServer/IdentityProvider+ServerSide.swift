@@ -18,9 +18,9 @@ extension IdentityProvider {
     /// The longest an assertion may live: a client that signs hour-long assertions is refused.
     static let maximumAssertionLifetime: Double = 600
 
-    /// A client with a secret or registered keys.
+    /// A client with a secret, registered keys or a registered TLS client certificate.
     func isConfidential(_ client: DevClient) -> Bool {
-        client.secret != nil || !keys(of: client).isEmpty
+        client.secret != nil || !keys(of: client).isEmpty || client.authenticatesWithCertificate
     }
 
     /// The client's keys: configured and registered at run time.
@@ -110,7 +110,9 @@ extension IdentityProvider {
 
     /// An RFC 9068 access token: `typ: at+jwt`, `iss`, `sub`, `aud`, `client_id`, `scope`, `iat`,
     /// `exp`, `jti`, `act` for a delegated exchange, `cnf.jkt` for a DPoP-bound token (RFC 9449
-    /// §6.1), and the user's `acr` and `auth_time` when known. The caller records it.
+    /// §6.1), `cnf.x5t#S256` for a request that came with a TLS client certificate (RFC 8705 §3.1,
+    /// ``requestCertificateThumbprint``), and the user's `acr` and `auth_time` when known. The
+    /// caller records it.
     func jwtAccessToken(
         subject: String, clientID: String, scope: String, audiences: [String], actor: String?,
         jkt: String? = nil, acr: String? = nil, authTime: Date? = nil
@@ -125,7 +127,10 @@ extension IdentityProvider {
         ]
         if !scope.isEmpty { claims["scope"] = .string(scope) }
         if let actor { claims["act"] = .object(["sub": .string(actor)]) }
-        if let jkt { claims["cnf"] = .object(["jkt": .string(jkt)]) }
+        var confirmation: [String: JSONValue] = [:]
+        if let jkt { confirmation["jkt"] = .string(jkt) }
+        if let x5t = Self.requestCertificateThumbprint { confirmation["x5t#S256"] = .string(x5t) }
+        if !confirmation.isEmpty { claims["cnf"] = .object(confirmation) }
         if let acr { claims["acr"] = .string(acr) }
         if let authTime { claims["auth_time"] = .number("\(Int(authTime.timeIntervalSince1970))") }
         let token =
@@ -182,7 +187,7 @@ extension IdentityProvider {
             $0.accessTokens.insert(
                 AccessRecord(
                     expiresAt: now.addingTimeInterval(Double(lifetime)), subject: subject.subject, clientID: client.id, scope: scope,
-                    jkt: jkt, acr: subject.acr, authTime: subject.authTime),
+                    jkt: jkt, acr: subject.acr, authTime: subject.authTime, x5t: Self.requestCertificateThumbprint),
                 for: token, now: now)
         }
         var response: [String: JSONValue] = [

@@ -34,7 +34,8 @@ final class IdentityProvider: Sendable {
     }
 
     /// An access token issued: until when, for whom (a user's subject or a client's ID), which scope,
-    /// the DPoP key thumbprint it is bound to (`cnf.jkt`), and how and when the user authenticated.
+    /// the DPoP key thumbprint it is bound to (`cnf.jkt`), how and when the user authenticated, and
+    /// the TLS client certificate it is bound to (`cnf.x5t#S256`, RFC 8705 §3).
     struct AccessRecord: DevExpiring {
         var expiresAt: Date
         let subject: String
@@ -43,6 +44,7 @@ final class IdentityProvider: Sendable {
         var jkt: String? = nil
         var acr: String? = nil
         var authTime: Date? = nil
+        var x5t: String? = nil
     }
 
     /// A DPoP proof's `jti` seen, remembered until its `iat` leaves the accepted window.
@@ -114,8 +116,11 @@ final class IdentityProvider: Sendable {
 
     // MARK: Clients and users
 
-    /// Authenticates the client from Basic credentials or form fields (never both).
-    func authenticateClient(basic: (String, String)?, fields: [String: String]) throws(OAuthError) -> DevClient {
+    /// Authenticates the client from Basic credentials or form fields (never both), or, for a
+    /// client registered for mutual TLS, from the TLS client `certificate` its request came with.
+    func authenticateClient(
+        basic: (String, String)?, fields: [String: String], certificate: PresentedCertificate? = nil
+    ) throws(OAuthError) -> DevClient {
         let configuration = self.configuration
         let methods = [basic != nil, fields["client_secret"] != nil, fields["client_assertion"] != nil].filter { $0 }.count
         if methods > 1 {
@@ -130,6 +135,14 @@ final class IdentityProvider: Sendable {
         let clientID = basic?.0 ?? fields["client_id"]
         guard let clientID, let client = configuration.clients.first(where: { $0.id == clientID }) else {
             throw OAuthError(status: 401, code: "invalid_client", description: "unknown client")
+        }
+        if client.authenticatesWithCertificate {
+            guard methods == 0 else {
+                throw OAuthError(
+                    status: 401, code: "invalid_client", description: "this client authenticates with its TLS client certificate (RFC 8705), not a secret")
+            }
+            try authenticateCertificate(of: client, certificate: certificate)
+            return client
         }
         if client.secret == nil, !keys(of: client).isEmpty {
             throw OAuthError(status: 401, code: "invalid_client", description: "this client authenticates with private_key_jwt")
@@ -325,17 +338,20 @@ final class IdentityProvider: Sendable {
     /// Issues an access token (and a refresh token for a user when `family` is given, and an ID
     /// token when the scope has `openid`). With `jkt` the tokens are DPoP-bound: token type `DPoP`,
     /// the access token an RFC 9068 JWT with `cnf.jkt`, and the refresh token refreshable only with
-    /// a proof by that key. `acr` and `authTime` say how and when the user authenticated.
+    /// a proof by that key. A request that came with a TLS client certificate
+    /// (``requestCertificateThumbprint``) gets an RFC 9068 JWT bound to it (`cnf.x5t#S256`, token
+    /// type `Bearer` unless DPoP-bound). `acr` and `authTime` say how and when the user authenticated.
     func issue(
         user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true, nonce: String? = nil, audiences: [String] = [],
         jkt: String? = nil, acr: String? = nil, authTime: Date? = nil
     ) -> [String: JSONValue] {
         let configuration = self.configuration
         let now = configuration.now()
-        // Asked for a resource or audience, or DPoP-bound: an RFC 9068 JWT access token naming the
-        // audience (the dev resource when none was asked for) and, when bound, the key.
+        let x5t = Self.requestCertificateThumbprint
+        // Asked for a resource or audience, or bound: an RFC 9068 JWT access token naming the
+        // audience (the dev resource when none was asked for) and, when bound, the key or certificate.
         let accessToken =
-            audiences.isEmpty && jkt == nil
+            audiences.isEmpty && jkt == nil && x5t == nil
             ? "at." + Self.randomToken()
             : jwtAccessToken(
                 subject: user?.subject ?? clientID, clientID: clientID, scope: scope,
@@ -357,7 +373,8 @@ final class IdentityProvider: Sendable {
             state.accessTokens.insert(
                 AccessRecord(
                     expiresAt: now.addingTimeInterval(Double(configuration.accessTokenLifetime.wholeSeconds)),
-                    subject: user?.subject ?? clientID, clientID: clientID, scope: scope, jkt: jkt, acr: acr, authTime: authTime),
+                    subject: user?.subject ?? clientID, clientID: clientID, scope: scope, jkt: jkt, acr: acr, authTime: authTime,
+                    x5t: x5t),
                 for: accessToken, now: now)
             if let refreshToken, let family {
                 state.refreshTokens[refreshToken] = RefreshRecord(
@@ -374,11 +391,14 @@ final class IdentityProvider: Sendable {
                 "iss": .string(issuer), "sub": .string(user.subject), "aud": .string(clientID),
                 "iat": .number("\(seconds)"), "auth_time": .number("\(Int((authTime ?? now).timeIntervalSince1970))"),
                 "exp": .number("\(seconds + configuration.idTokenLifetime.wholeSeconds)"),
-                "preferred_username": .string(user.username),
             ]
             if let acr { claims["acr"] = .string(acr) }
-            if let nickname = user.nickname { claims["nickname"] = .string(nickname) }
-            if let birthdate = user.birthdate { claims["birthdate"] = .string(birthdate) }
+            if configuration.idTokenCarriesProfileClaims {
+                claims["preferred_username"] = .string(user.username)
+                if let nickname = user.nickname { claims["nickname"] = .string(nickname) }
+                if let birthdate = user.birthdate { claims["birthdate"] = .string(birthdate) }
+                if let email = user.email { claims["email"] = .string(email) }
+            }
             if let nonce { claims["nonce"] = .string(nonce) }
             let forgery = state.withLock { state in
                 defer { state.forgery = nil }
@@ -431,6 +451,7 @@ final class IdentityProvider: Sendable {
             "device_authorization_endpoint": .string(issuer + "/oauth/device_authorization"),
             "revocation_endpoint": .string(issuer + "/oauth/revoke"),
             "authorization_endpoint": .string(issuer + "/oauth/authorize"),
+            "userinfo_endpoint": .string(issuer + Self.userinfoPath),
             "code_challenge_methods_supported": .array([.string("S256")]),
             "authorization_response_iss_parameter_supported": .bool(true),
             "response_types_supported": .array([.string("code")]),
@@ -454,6 +475,7 @@ final class IdentityProvider: Sendable {
             document["pushed_authorization_request_endpoint"] = .string(issuer + Self.parPath)
             document["require_pushed_authorization_requests"] = .bool(configuration.par == .required)
         }
+        addMutualTLSMetadata(to: &document)
         return document
     }
 

@@ -19,14 +19,18 @@ public struct DevUser: Sendable, Hashable {
     public var nickname: String?
     /// The `birthdate` claim (`YYYY-MM-DD`).
     public var birthdate: String?
+    /// The `email` claim. Default `<username>@example.test`; `nil`: none.
+    package var email: String?
 
-    /// A user who logs in as `username` with `password` and whose tokens carry `sub` = `subject`.
+    /// A user who logs in as `username` with `password` and whose tokens carry `sub` = `subject`;
+    /// their email is `<username>@example.test`.
     public init(username: String, password: String, subject: String, nickname: String? = nil, birthdate: String? = nil) {
         self.username = username
         self.password = password
         self.subject = subject
         self.nickname = nickname
         self.birthdate = birthdate
+        self.email = username + "@example.test"
     }
 }
 
@@ -43,6 +47,17 @@ public struct DevClient: Sendable, Hashable {
     /// authenticate with an assertion signed by one of them. More can be registered at run time
     /// (`POST /test/clients/<id>/jwks`).
     package var publicKeys: [JWK]
+    /// `tls_client_auth` (RFC 8705 §2.1): the subject DN the client's TLS certificate must have,
+    /// as an RFC 4514 string the way the provider writes a certificate's subject (`CN=client,O=Example`:
+    /// the last RDN first, `,` between RDNs, short names CN, L, ST, O, OU, C, STREET, DC, UID).
+    /// The client then authenticates with such a certificate only (no secret, no assertion); the
+    /// certificate's chain is not checked (``IdentityProviderConfiguration/mtlsCertificateHeader``).
+    /// `nil` (the default): not a `tls_client_auth` client.
+    package var tlsClientAuthSubjectDN: String? = nil
+    /// `self_signed_tls_client_auth` (RFC 8705 §2.2): the `x5t#S256` thumbprints of the
+    /// certificates the client registered. The client then authenticates with one of them only.
+    /// Empty (the default): not a `self_signed_tls_client_auth` client.
+    package var selfSignedCertificateThumbprints: [String] = []
 
     /// A client `id`, confidential when it has a `secret`, allowed to redirect to `redirectURIs`.
     public init(id: String, secret: String? = nil, redirectURIs: [String] = []) {
@@ -60,6 +75,7 @@ public struct DevClient: Sendable, Hashable {
 
     public static func == (a: DevClient, b: DevClient) -> Bool {
         a.id == b.id && a.secret == b.secret && a.redirectURIs == b.redirectURIs && a.publicKeys.map(\.json) == b.publicKeys.map(\.json)
+            && a.tlsClientAuthSubjectDN == b.tlsClientAuthSubjectDN && a.selfSignedCertificateThumbprints == b.selfSignedCertificateThumbprints
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -67,6 +83,8 @@ public struct DevClient: Sendable, Hashable {
         hasher.combine(secret)
         hasher.combine(redirectURIs)
         hasher.combine(publicKeys.map(\.json))
+        hasher.combine(tlsClientAuthSubjectDN)
+        hasher.combine(selfSignedCertificateThumbprints)
     }
 
     /// The loopback redirect URIs a native app registers: `/callback` on `127.0.0.1`, `::1`, `localhost`.
@@ -113,6 +131,14 @@ public struct IdentityProviderConfiguration: Sendable {
     package var deviceVerificationURI: String?
     /// The time the provider issues and checks tokens by; inject a test clock's.
     package var now: @Sendable () -> Date = { Date() }
+    /// Whether ID tokens carry the user's profile claims (`preferred_username`, `nickname`,
+    /// `birthdate`, `email`). Default `true`; `false`: only `/userinfo` answers them, as providers
+    /// that keep ID tokens small do.
+    package var idTokenCarriesProfileClaims = true
+    /// The `sub` `/userinfo` answers instead of the token's user's: a provider whose userinfo
+    /// describes someone else than the ID token (OpenID Connect Core §5.3.4 says to ignore it then).
+    /// Default `nil`: the user's own.
+    package var userinfoSubjectOverride: String?
     /// Whether token requests may, must or cannot bind tokens to a DPoP key (RFC 9449). Default
     /// `.optional`.
     package var dpop: DevDPoPPolicy = .optional
@@ -134,6 +160,25 @@ public struct IdentityProviderConfiguration: Sendable {
     /// is older (or absent) gets 401 `insufficient_user_authentication` with `max_age` (RFC 9470).
     /// Default `nil`: any.
     package var resourceMaxAge: Int?
+    /// The request header in which a TLS-terminating proxy in front of the provider passes on the
+    /// client certificate it received, as URL-escaped PEM: nginx with `ssl_verify_client
+    /// optional_no_ca` and `proxy_set_header X-Client-Cert $ssl_client_escaped_cert`, the usual
+    /// deployment of mutual TLS (RFC 8705) before a plain-HTTP server. When set, the provider
+    /// takes that header as the certificate the client presented on its TLS connection: clients
+    /// registered with ``DevClient/tlsClientAuthSubjectDN`` or
+    /// ``DevClient/selfSignedCertificateThumbprints`` authenticate with it, every access token
+    /// issued to a request that carries one is a JWT bound to it (`cnf.x5t#S256`), `/api/resource`
+    /// accepts such a token only with that certificate, and discovery lists `tls_client_auth`,
+    /// `self_signed_tls_client_auth` and `tls_client_certificate_bound_access_tokens`. The header is
+    /// trusted as it comes, and the chain is not verified (`optional_no_ca`): only the proxy may
+    /// be able to reach the provider, whoever else can send the header presents any certificate.
+    /// Default `nil`: no mutual TLS.
+    package var mtlsCertificateHeader: String?
+    /// The proxy's https origin (`https://127.0.0.1:8443`): with ``mtlsCertificateHeader``,
+    /// discovery's `mtls_endpoint_aliases` name the token, revocation, device authorization and
+    /// pushed authorization request endpoints there, and DPoP proofs of requests that came through
+    /// it name it in `htu`. Default `nil`: no aliases.
+    package var mtlsBaseURL: String?
 
     /// The default provider: user `demo`/`demo`, clients `loginkit-cli` and `loginkit-service`,
     /// one-hour tokens, rotating refresh tokens with reuse detection, the real time.

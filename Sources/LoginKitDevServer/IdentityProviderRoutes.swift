@@ -23,6 +23,7 @@ struct IdentityProviderRoutes {
     func register(on router: Router<DevRequestContext>) {
         AuthorizationEndpoint(provider: provider).register(on: router)
         ResourceEndpoint(provider: provider).register(on: router)
+        UserInfoEndpoint(provider: provider).register(on: router)
         router.get(".well-known/openid-configuration") { _, _ in
             Self.json(.ok, provider.discoveryDocument)
         }
@@ -95,6 +96,7 @@ struct IdentityProviderRoutes {
     /// the token endpoint requires one.
     private func handleToken(_ request: Request) async throws -> Response {
         let proofs = Self.dpopProofs(in: request.headers)
+        if provider.presentedCertificate(in: request.headers) != nil { provider.monitor.count(.certificateTokenRequest) }
         var response = try await withClient(request) { client, fields, resources in
             let jkt = try provider.tokenRequestProof(proofs, path: IdentityProvider.tokenPath, enforcesPolicy: true)
             switch fields["grant_type"] {
@@ -176,8 +178,12 @@ struct IdentityProviderRoutes {
             guard duplicates.isEmpty else {
                 throw IdentityProvider.OAuthError(status: 400, code: "invalid_request", description: "repeated parameter \(duplicates.sorted().joined(separator: ", "))")
             }
-            let client = try provider.authenticateClient(basic: Self.basicCredentials(request.headers[.authorization]), fields: fields)
-            return try body(client, fields, resources)
+            // The TLS client certificate the proxy passed on authenticates a client registered for
+            // it, and binds the access tokens issued while `body` runs (RFC 8705).
+            let certificate = provider.presentedCertificate(in: request.headers)
+            let client = try provider.authenticateClient(
+                basic: Self.basicCredentials(request.headers[.authorization]), fields: fields, certificate: certificate)
+            return try IdentityProvider.withRequestCertificate(certificate) { try body(client, fields, resources) }
         } catch let error as IdentityProvider.OAuthError {
             return Self.oauthError(error)
         }

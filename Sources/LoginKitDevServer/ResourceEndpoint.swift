@@ -21,8 +21,9 @@ struct ResourceEndpoint {
     }
 
     /// Reads the body (at most `IdentityProviderRoutes.maximumBody`), authorizes the request (`htu`
-    /// is the issuer's base URL and the request's path), and answers with the token's subject,
-    /// client, scope, type, key thumbprint and `acr`, and the body's size.
+    /// is the issuer's base URL and the request's path, or the mutual TLS proxy's for a request that
+    /// came with a TLS client certificate), and answers with the token's subject, client, scope,
+    /// type, key thumbprint, certificate thumbprint (`x5t#S256`) and `acr`, and the body's size.
     private func handle(_ request: Request) async throws -> Response {
         provider.monitor.count(.resourceRequest)
         let body = try await request.body.collect(upTo: IdentityProviderRoutes.maximumBody)
@@ -30,13 +31,14 @@ struct ResourceEndpoint {
         do throws(IdentityProvider.ResourceRefusal) {
             let record = try provider.authorizeResource(
                 authorization: request.headers[values: .authorization], proofs: IdentityProviderRoutes.dpopProofs(in: request.headers),
-                method: request.method.rawValue, path: request.uri.path)
+                method: request.method.rawValue, path: request.uri.path, certificate: provider.presentedCertificate(in: request.headers))
             var reply: [String: JSONValue] = [
                 "sub": .string(record.subject), "client_id": .string(record.clientID), "scope": .string(record.scope),
                 "method": .string(request.method.rawValue), "token_type": .string(record.jkt == nil ? "Bearer" : "DPoP"),
                 "body_bytes": .number("\(body.readableBytes)"),
             ]
             if let jkt = record.jkt { reply["jkt"] = .string(jkt) }
+            if let x5t = record.x5t { reply["x5t#S256"] = .string(x5t) }
             if let acr = record.acr { reply["acr"] = .string(acr) }
             response = IdentityProviderRoutes.json(.ok, reply)
         } catch {

@@ -85,7 +85,7 @@ public final class ClientTokenRefresher: Service, Sendable {
     /// invalidated, or when it is within 10 s of its expiry (the refresher keeps failing). A token
     /// without an expiry counts as expiring 5 minutes after it was received.
     public func accessToken(for target: TokenTarget) -> String? {
-        guard let credentials = current.withLock({ $0[target.cacheKey] }), !tokens.wasInvalidated(credentials.accessToken) else { return nil }
+        guard let credentials = current.withLock({ $0[target.cacheKey] }), !tokens.wasInvalidated(credentials) else { return nil }
         guard let expiry = credentials.expiry(orAfterReceipt: ClientCredentialsTokens.lifetimeWithoutExpiry), expiry.timeIntervalSince(clock.now) > 10 else {
             return nil
         }

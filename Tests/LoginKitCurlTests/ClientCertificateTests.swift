@@ -78,35 +78,17 @@ struct ClientCertificateTests {
     /// `body` returns. `-www` answers every request with a status page that prints the client
     /// certificate it received.
     func withServer<T>(_ certificates: ClientCertificates, _ body: (Int) async throws -> T) async throws -> T {
-        let port = try freeLoopbackPort()
-        let server = try ChildProcess(
-            "/usr/bin/openssl",
+        try await withOpenSSLServer(
             [
-                "s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificates.directory + "/good.pem",
-                "-key", certificates.directory + "/server.key", "-CAfile", certificates.caFile, "-Verify", "1",
-                "-www", "-naccept", "50",
-            ])
-        defer { server.kill() }
-        var lines = server.lines.makeAsyncIterator()
-        while let line = await lines.next() {
-            if line.contains("ACCEPT") { break }
-        }  // s_server prints ACCEPT once listening
-        return try await body(port)
+                "-cert", certificates.directory + "/good.pem", "-key", certificates.directory + "/server.key",
+                "-CAfile", certificates.caFile, "-Verify", "1", "-www", "-naccept", "50",
+            ], body)
     }
 
+    /// The answer to a GET of `url` with `tls`, or the error.
     func get(_ url: String, tls: CurlHTTPClient.TLS) async -> Result<Answer, any Error> {
-        var configuration = CurlHTTPClient.Configuration()
-        configuration.tls = tls
-        configuration.connectTimeout = .seconds(5)
-        do {
-            return .success(
-                try await CurlHTTPClient.withClient(configuration: configuration) { client in
-                    let request = try #require(HTTPRequest(method: .get, url: url))
-                    let (response, body) = try await client.send(request, body: nil)
-                    return Answer(status: response.status.code, body: String(decoding: body, as: UTF8.self))
-                })
-        } catch {
-            return .failure(error)
+        await getOverTLS(url, tls: tls).map { answer in
+            Answer(status: answer.0.status.code, body: String(decoding: answer.1, as: UTF8.self))
         }
     }
 
@@ -261,6 +243,71 @@ struct ClientCertificateTests {
                 _ = try CertificateThumbprint.sha256(pemCertificateFile: directory + "/missing.pem")
             }
             #expect(missing?.code == .invalidKey)
+        }
+    }
+
+    /// The files are read once, when the client is created: a key replaced afterwards by a link to
+    /// another key is not used, on a new connection either (`-www` closes each connection, and the
+    /// second request asks for one of its own). A new client reads the files again, and refuses the link.
+    @Test func aKeyReplacedAfterTheClientIsCreatedIsNotUsed() async throws {
+        try await withTemporaryDirectory { directory in
+            let certificates = try await ClientCertificates.make(in: directory)
+            let tls = certificates.tls(certificate: certificates.certificate, key: certificates.key)
+            try await withServer(certificates) { port in
+                var configuration = CurlHTTPClient.Configuration()
+                configuration.tls = tls
+                configuration.connectTimeout = .seconds(5)
+                try await CurlHTTPClient.withClient(configuration: configuration) { client in
+                    let request = try #require(HTTPRequest(method: .get, url: "https://localhost:\(port)/"))
+                    let (first, firstBody) = try await client.send(request, body: nil)
+                    #expect(first.status.code == 200)
+                    #expect(String(decoding: firstBody, as: UTF8.self).contains("Subject: CN=LoginKit Test Client"))
+
+                    try FileManager.default.removeItem(atPath: certificates.key)
+                    try FileManager.default.createSymbolicLink(
+                        atPath: certificates.key, withDestinationPath: certificates.strangerKey)
+                    let (second, secondBody) = try await client.sendNeverResent(request, body: nil)
+                    #expect(second.status.code == 200)
+                    #expect(String(decoding: secondBody, as: UTF8.self).contains("Subject: CN=LoginKit Test Client"))
+                }
+            }
+            let error = try #require(creationError(tls) as? NetworkError)
+            #expect(error.message.contains(certificates.key) && error.message.contains("symbolic link"), "\(error)")
+        }
+    }
+
+    @Test func aKeyInADirectoryOthersCanWriteIsRefusedWhenTheClientIsCreated() async throws {
+        try await withTemporaryDirectory { directory in
+            let certificates = try await ClientCertificates.make(in: directory)
+            let shared = directory + "/shared"
+            try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+            try FileManager.default.setAttributes([.posixPermissions: 0o770], ofItemAtPath: shared)
+            let key = shared + "/client.key"
+            try FileManager.default.copyItem(atPath: certificates.key, toPath: key)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: key)
+            let tls = certificates.tls(certificate: certificates.certificate, key: key)
+
+            let error = try #require(creationError(tls) as? NetworkError)
+            #expect(error.code == .invalidRequest)
+            #expect(error.message.contains("chmod go-w \(shared)") && error.message.contains("770"), "\(error)")
+            for line in try certificates.secretLines(of: key) {
+                #expect(!error.message.contains(line))
+            }
+
+            try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: shared)
+            #expect(creationError(tls) == nil)
+        }
+    }
+
+    @Test func aCertificateReachedThroughASymbolicLinkIsRefused() async throws {
+        try await withTemporaryDirectory { directory in
+            let certificates = try await ClientCertificates.make(in: directory)
+            let link = directory + "/link.pem"
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: certificates.certificate)
+            let error = try #require(
+                creationError(certificates.tls(certificate: link, key: certificates.key)) as? NetworkError)
+            #expect(error.code == .invalidRequest)
+            #expect(error.message.contains(link) && error.message.contains("symbolic link"), "\(error)")
         }
     }
 }

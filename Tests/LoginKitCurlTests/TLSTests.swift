@@ -41,36 +41,18 @@ struct TLSTests {
         }
     }
 
-    /// A free loopback port (bound and released; s_server binds it right after).
-    static func freePort() throws -> Int { try freeLoopbackPort() }
-
     /// Runs `openssl s_server` with `certificate` until `body` returns.
     func withServer<T>(certificate: String, certificates: Certificates, _ body: (Int) async throws -> T) async throws -> T {
-        let port = try Self.freePort()
-        let server = try ChildProcess("/usr/bin/openssl", [
-            "s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificates.directory + "/\(certificate).pem",
-            "-key", certificates.directory + "/server.key", "-www", "-naccept", "50",
-        ])
-        defer { server.kill() }
-        var lines = server.lines.makeAsyncIterator()
-        while let line = await lines.next() {
-            if line.contains("ACCEPT") { break }
-        }  // s_server prints ACCEPT once listening
-        return try await body(port)
+        try await withOpenSSLServer(
+            [
+                "-cert", certificates.directory + "/\(certificate).pem", "-key", certificates.directory + "/server.key", "-www",
+                "-naccept", "50",
+            ], body)
     }
 
+    /// The status of a GET of `url` with `tls`, or the error.
     func get(_ url: String, tls: CurlHTTPClient.TLS) async -> Result<Int, any Error> {
-        var configuration = CurlHTTPClient.Configuration()
-        configuration.tls = tls
-        configuration.connectTimeout = .seconds(5)
-        do {
-            return .success(try await CurlHTTPClient.withClient(configuration: configuration) { client in
-                let request = try #require(HTTPRequest(method: .get, url: url))
-                return try await client.send(request, body: nil).0.status.code
-            })
-        } catch {
-            return .failure(error)
-        }
+        await getOverTLS(url, tls: tls).map { answer in answer.0.status.code }
     }
 
     func tlsFailure(_ result: Result<Int, any Error>) -> NetworkError? {

@@ -11,15 +11,21 @@ package import LoginKitHTTP
 /// `AuthService.send(_:body:)` and `ClientCredentialsTokens.send(_:body:for:)`, which differ only in
 /// where credentials come from and how a refused token is replaced.
 ///
-/// - The request goes over the API's transport (its `send(_:body:)`, which may resend: the request
-///   carries no one-time credential) with ``ResourceAuthorization``'s header fields.
+/// - The request goes over the API's transport with ``ResourceAuthorization``'s header fields. The
+///   transport's `send(_:body:)` may resend it on a fresh connection: the access token is reusable,
+///   but a server with a DPoP replay cache answers the resend of a request it processed with 401
+///   `invalid_dpop_proof`, which is returned as it is (`AuthorizedRequestAPI.httpTransport`).
 /// - Every response's `DPoP-Nonce` is remembered for its origin.
 /// - A 401 whose `WWW-Authenticate` says (RFC 9470) `insufficient_user_authentication` throws
 ///   `LoginRequiredError` `.stepUpRequired` with the `acr_values` and `max_age` asked for.
 /// - A 401 with a `DPoP` challenge `error="use_dpop_nonce"` and a usable `DPoP-Nonce` other than
 ///   the one sent: the request is sent again, once, with a proof carrying the new nonce.
-/// - A 401 with `error="invalid_token"`: the token is replaced (once) and the request sent again;
-///   when the replacement brings the same token, the 401 is returned.
+/// - A 401 with `error="invalid_token"`: the token is replaced (once) and the request sent again.
+///   The replacement is asked with the time the refused request was sent: credentials issued
+///   after it are not what was refused, even with the same token (a provider may issue it again).
+///   When the replacement is what was refused (the same token, issued no later than that: nothing
+///   could replace it, or it was itself obtained for a refusal less than 30 s ago), the 401 is
+///   returned.
 /// - Any other response, and the answer to the last allowed retry, is returned as it is. So a
 ///   request is sent at most three times.
 ///
@@ -57,8 +63,9 @@ package struct AuthorizedRequestLoop: Sendable {
     }
 
     /// Sends `request` (with `body`) authorized with `credentials()`; on `invalid_token`, with
-    /// `replacing(token)`, which answers credentials whose access token is not `token` (or the same
-    /// ones when it could not replace it).
+    /// `replacing(token, sentAt)` — `sentAt`: when the refused request was sent — which answers
+    /// credentials that are not what was refused (or the same ones when it could not, or would not,
+    /// replace them).
     ///
     /// - Throws: `LoginError` `.invalidConfiguration` when `request` already carries an
     ///   `Authorization` or `DPoP` field, or does not name an absolute http(s) URL (nothing sent);
@@ -67,7 +74,7 @@ package struct AuthorizedRequestLoop: Sendable {
     package nonisolated(nonsending) func send(
         _ request: HTTPRequest, body: Data?,
         credentials: @Sendable () async throws -> Credentials,
-        replacing: @Sendable (_ rejectedAccessToken: String) async throws -> Credentials
+        replacing: @Sendable (_ rejectedAccessToken: String, _ sentAt: Date) async throws -> Credentials
     ) async throws -> (HTTPResponse, Data) {
         guard request.headerFields[.authorization] == nil, request.headerFields[.dpop] == nil else {
             throw LoginError(
@@ -80,12 +87,18 @@ package struct AuthorizedRequestLoop: Sendable {
         var current = try await credentials()
         var retriedWithNonce = false
         var replacedToken = false
+        // The nonce a challenge just offered: the retry proves with it, whatever another response
+        // to the same origin stored meanwhile.
+        var offeredNonce: String?
         while true {
-            let nonce = current.isDPoPBound ? nonces.nonce(for: url) : nil
+            let nonce = current.isDPoPBound ? (offeredNonce ?? nonces.nonce(for: url)) : nil
+            offeredNonce = nil
             let fields = try ResourceAuthorization.headers(
                 for: current, method: request.method.rawValue, url: url, nonce: nonce, now: clock.now, profile: profile)
             var authorized = request
             authorized.headerFields.append(contentsOf: fields)
+            // Credentials issued after this are not what a refusal of this request refused.
+            let sentAt = clock.now
             let (response, data) = try await transport.send(authorized, body: body)
             nonces.remember(response, for: url)
             guard response.status.code == 401 else { return (response, data) }
@@ -100,20 +113,26 @@ package struct AuthorizedRequestLoop: Sendable {
                 challenges.contains(where: { $0.hasScheme("DPoP") && $0.parameters["error"] == "use_dpop_nonce" }),
                 let offered = DPoPNonces.nonce(in: response), offered != nonce
             {
+                // A cancelled caller starts no further attempt.
+                try Task.checkCancellation()
                 retriedWithNonce = true
+                offeredNonce = offered
                 logger?.debug("the resource server asked for a DPoP nonce; sending the request again with it", metadata: metadata)
                 continue
             }
             if !replacedToken, let rejected = current.accessToken,
                 challenges.contains(where: { $0.parameters["error"] == "invalid_token" })
             {
+                // A cancelled caller starts no refresh (which would rotate the refresh token for nothing).
+                try Task.checkCancellation()
                 replacedToken = true
-                let replacement = try await replacing(rejected)
-                guard replacement.accessToken != rejected else {
-                    logger?.debug("the resource server refused the access token and no new one could be had; returning its answer", metadata: metadata)
+                let replacement = try await replacing(rejected, sentAt)
+                guard !TokenRejection(accessToken: rejected, sentAt: sentAt).holds(replacement) else {
+                    logger?.debug("the resource server refused the access token and no other one is to be had now; returning its answer", metadata: metadata)
                     return (response, data)
                 }
                 current = replacement
+                try Task.checkCancellation()
                 logger?.debug("the resource server refused the access token; sending the request again with a new one", metadata: metadata)
                 continue
             }

@@ -13,7 +13,8 @@ extension ClientCredentialsTokens {
     /// The token is the one ``credentials(for:minimumValidity:)`` hands out. On a 401:
     /// `use_dpop_nonce` with a new `DPoP-Nonce` → sent once more with that nonce; `invalid_token` →
     /// the token is dropped (``invalidate(_:for:)``), a new one is requested (once, whoever asks)
-    /// and the request is sent once more; `insufficient_user_authentication` → a
+    /// and the request is sent once more — except for a token obtained that way less than 30 s
+    /// before, refused again: its 401 is returned; `insufficient_user_authentication` → a
     /// `LoginRequiredError` `.stepUpRequired`. Any other response is returned as it is, and so is
     /// the answer to the last retry: a request is sent at most three times. Nothing is logged.
     ///
@@ -26,9 +27,6 @@ extension ClientCredentialsTokens {
         return try await loop.send(
             request, body: body,
             credentials: { try await self.credentials(for: target) },
-            replacing: { rejected in
-                try await self.invalidate(rejected, for: target)
-                return try await self.credentials(for: target)
-            })
+            replacing: { rejected, sentAt in try await self.replacement(for: rejected, sentAt: sentAt, target: target) })
     }
 }

@@ -30,9 +30,15 @@ public final class ClientCredentialsTokens: Sendable {
     /// The time tokens are judged by (and authorized requests' proofs are stamped with).
     let clock: any AuthClock
     private let memory = LockedState<[String: (credentials: Credentials, stored: Date)]>([:])
-    /// Tokens dropped by ``invalidate(_:for:)`` (their SHA-256, the last 256): a request that read
-    /// one before it was dropped does not put it back.
-    private let invalidated = LockedState<[[UInt8]]>([])
+    /// Tokens dropped by ``invalidate(_:for:)`` (their SHA-256, the last 256), with when they were
+    /// refused: credentials that hold one, issued no later than that, count as dropped, so a request
+    /// that read one before it was dropped does not put it back; the same token issued again after
+    /// it (a provider may) is served and kept.
+    private let invalidated = LockedState<[(digest: [UInt8], refusedAt: Date)]>([])
+    /// The tokens `send` obtained in place of a refused one, per profile (their SHA-256 and issue
+    /// time): refused again within ``TokenRejection/quietPeriod`` of its issue, such a token is not
+    /// replaced again (``replacement(for:sentAt:target:)``).
+    private let replacements = LockedState<[String: (digest: [UInt8], issuedAt: Date)]>([:])
     private let flights = SingleFlight<String, Credentials>()
 
     /// Tokens from `api`, kept in `store` under profiles named after `baseProfile`.
@@ -101,7 +107,7 @@ public final class ClientCredentialsTokens: Sendable {
             return try await store.withExclusiveAccess(to: name) { transaction in
                 if let stored = transaction[name] {
                     try checkOwnership(of: stored, name: name, target: target)
-                    if isFresh(stored.credentials, minimumValidity: minimumValidity), !wasInvalidated(stored.credentials.accessToken) {
+                    if isFresh(stored.credentials, minimumValidity: minimumValidity), !wasInvalidated(stored.credentials) {
                         Telemetry.count("loginkit_client_tokens_total", [("source", "store")])
                         return stored.credentials  // another task or process got it meanwhile
                     }
@@ -121,22 +127,65 @@ public final class ClientCredentialsTokens: Sendable {
     }
 
     /// Drops `token` for `target` — in memory, and in the store when it still holds it — after a
-    /// resource server refused it (HTTP 401): the next call asks for a new one.
+    /// resource server refused it (HTTP 401): the next call asks for a new one. The token as issued
+    /// until now is dropped; the same token issued again later (a provider may) is served.
     ///
     /// - Throws: `TokenStoreError`.
     public func invalidate(_ token: String, for target: TokenTarget = TokenTarget()) async throws {
+        try await invalidate(token, for: target, sentAt: clock.now)
+    }
+
+    /// Drops `token` for `target`, refused in a request sent at `sentAt`: credentials that hold it,
+    /// issued no later than that (``TokenRejection``), in memory and in the store.
+    ///
+    /// - Throws: `TokenStoreError`.
+    func invalidate(_ token: String, for target: TokenTarget, sentAt: Date) async throws {
         let name = Self.profileName(base: baseProfile, target: target)
+        let rejection = TokenRejection(accessToken: token, sentAt: sentAt)
         let digest = Self.digest(token)
         invalidated.withLock { list in
-            list.append(digest)
+            // One entry per token, refused at the latest time it was.
+            let earlier = list.first(where: { $0.digest == digest })?.refusedAt
+            list.removeAll { $0.digest == digest }
+            list.append((digest, max(earlier ?? sentAt, sentAt)))
             if list.count > 256 { list.removeFirst(list.count - 256) }
         }
         memory.withLock { entries in
-            if entries[name]?.credentials.accessToken == token { entries[name] = nil }
+            if let held = entries[name]?.credentials, rejection.holds(held) { entries[name] = nil }
         }
         try await store.withExclusiveAccess(to: name) { transaction in
-            if transaction[name]?.credentials.accessToken == token { transaction[name] = nil }
+            if let stored = transaction[name]?.credentials, rejection.holds(stored) { transaction[name] = nil }
         }
+    }
+
+    /// Credentials for `target` in place of `token`, which a resource server refused in a request
+    /// sent at `sentAt` (`send`'s `invalid_token`): the token is dropped and a new one asked for,
+    /// once, whoever asks. When `send` itself obtained `token` this way less than
+    /// ``TokenRejection/quietPeriod`` ago, nothing is dropped or asked for: the credentials held are
+    /// handed back (and `send` returns the 401), so a resource server that refuses every token costs
+    /// one token request per 30 s, not one per request. In-process memory only.
+    ///
+    /// - Throws: what ``credentials(for:minimumValidity:)`` and ``invalidate(_:for:)`` throw.
+    func replacement(for token: String, sentAt: Date, target: TokenTarget) async throws -> Credentials {
+        let name = Self.profileName(base: baseProfile, target: target)
+        let digest = Self.digest(token)
+        let now = clock.now
+        let justReplaced = replacements.withLock { entries -> Bool in
+            guard let entry = entries[name], entry.digest == digest else { return false }
+            return abs(now.timeIntervalSince(entry.issuedAt)) < TokenRejection.quietPeriod
+        }
+        if justReplaced { return try await credentials(for: target) }
+        try await invalidate(token, for: target, sentAt: sentAt)
+        let fresh = try await credentials(for: target)
+        if let issued = fresh.accessToken, !TokenRejection(accessToken: token, sentAt: sentAt).holds(fresh) {
+            let entry = (digest: Self.digest(issued), issuedAt: fresh.issuedAt ?? now)
+            replacements.withLock { entries in
+                // Bounded: only the targets replaced within the quiet period are kept.
+                entries = entries.filter { abs(now.timeIntervalSince($0.value.issuedAt)) < TokenRejection.quietPeriod }
+                entries[name] = entry
+            }
+        }
+        return fresh
     }
 
     /// Forgets the tokens held in memory (the store keeps its own).
@@ -157,11 +206,13 @@ public final class ClientCredentialsTokens: Sendable {
         }
     }
 
-    /// Whether `token` was dropped by ``invalidate(_:for:)``.
-    package func wasInvalidated(_ token: String?) -> Bool {
-        guard let token else { return false }
+    /// Whether `credentials` hold a token ``invalidate(_:for:)`` dropped: that token, issued no
+    /// later than it was refused.
+    package func wasInvalidated(_ credentials: Credentials) -> Bool {
+        guard let token = credentials.accessToken else { return false }
         let digest = Self.digest(token)
-        return invalidated.withLock { $0.contains(digest) }
+        guard let refusedAt = invalidated.withLock({ $0.first(where: { $0.digest == digest })?.refusedAt }) else { return false }
+        return TokenRejection(accessToken: token, sentAt: refusedAt).holds(credentials)
     }
 
     private static func digest(_ token: String) -> [UInt8] {
@@ -173,7 +224,7 @@ public final class ClientCredentialsTokens: Sendable {
         memory.withLock { entries in
             // Checked under the memory's lock: `invalidate` records the token before it takes this
             // lock to remove it, so either this sees the record or that removes what this puts.
-            guard !wasInvalidated(credentials.accessToken) else { return }
+            guard !wasInvalidated(credentials) else { return }
             if entries[name] == nil {
                 entries.makeRoom(capacity: Self.memoryCapacity, isStale: { !isFresh($0.credentials, minimumValidity: .zero) }, age: \.stored)
             }

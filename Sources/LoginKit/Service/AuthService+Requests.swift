@@ -17,7 +17,8 @@ extension AuthService {
     ///   with that nonce.
     /// - `error="invalid_token"`: the token is refreshed — once, shared with every other caller and
     ///   process, like every refresh; a caller whose token was already replaced takes the new one —
-    ///   and the request is sent once more.
+    ///   and the request is sent once more. A token a refresh for such a refusal brought is not
+    ///   refreshed again for 30 s: refused within them, the `401` is returned as it is.
     /// - `error="insufficient_user_authentication"` (RFC 9470): a `LoginRequiredError`
     ///   `.stepUpRequired` whose `acrValues` and `maxAge` say what the server asked for.
     ///
@@ -39,6 +40,6 @@ extension AuthService {
         return try await loop.send(
             request, body: body,
             credentials: { try await self.validCredentials(minimumValidity: .zero) },
-            replacing: { try await self.validCredentials(rejecting: $0) })
+            replacing: { try await self.validCredentials(rejecting: $0, sentAt: $1) })
     }
 }

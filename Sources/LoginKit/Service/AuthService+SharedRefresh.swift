@@ -135,6 +135,13 @@ extension AuthService {
     /// come; the next saved refresh removes it.
     package static let lostAnswerAttribute = "refresh_answer_lost_at"
 
+    /// The profile attribute that marks credentials a forced refresh brought (a resource server
+    /// had refused the token before, `validCredentials(rejecting:sentAt:)`): the time, in seconds
+    /// since 1970. A refusal of those credentials within ``TokenRejection/quietPeriod`` of it
+    /// refreshes nothing, in this process or another one sharing the store; any other refresh, and
+    /// a login, removes it.
+    package static let forcedRefreshAttribute = "forced_refresh_at"
+
     /// What ``unsavedRefresh`` holds: the save that failed after the last refresh.
     ///
     /// The refresh's fresh credentials are handed out from memory, but the provider has retired the
@@ -169,6 +176,9 @@ extension AuthService {
                 guard decision.mustRefresh(stored: stored, firstSeen: firstSeen, now: clock.now) else {
                     return .tookStored(stored.credentials)  // someone else refreshed meanwhile
                 }
+                // A refresh because a resource server refused the stored token: what it brings is
+                // marked, so that a refusal of that in the quiet period refreshes nothing.
+                let forced = decision.refreshesForRejection(accessToken: stored.credentials.accessToken, timing: TokenTiming(stored), now: clock.now)
                 try checkSource(of: stored)
                 if stored.credentials.refreshToken != nil {
                     // The provider retires the refresh token it is sent: a store that cannot keep
@@ -187,6 +197,7 @@ extension AuthService {
                     credentials.issuedAt = clock.now  // received now: the APIs carry the old stamp over
                     stored.credentials = credentials
                     stored.attributes[Self.lostAnswerAttribute] = nil
+                    stored.attributes[Self.forcedRefreshAttribute] = forced ? String(Int64(clock.now.timeIntervalSince1970)) : nil
                     stored.updatedAt = clock.now
                     transaction[profileName] = stored  // saved before any caller sees it (rotation-safe)
                     saved = stored

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+package import FoundationEssentials
 #else
-import Foundation
+package import Foundation
 #endif
 import LoginKitHTTP
 
@@ -44,33 +44,58 @@ extension AuthService {
     }
 
     /// Credentials whose access token is not `accessToken`, which a resource server refused
-    /// (`invalid_token`): the forced refresh. It is the shared refresh every caller uses, in this
-    /// process and, through the store's lock, across processes: any number of callers rejecting the
-    /// same token cause one refresh, and a caller whose token someone already replaced is served the
-    /// new one without a refresh. The new credentials then follow the usual rules (they may be in
-    /// the advisory window, or wait for a refresh that is due anyway).
+    /// (`invalid_token`) in a request sent at `sentAt`: the forced refresh. It is the shared refresh
+    /// every caller uses, in this process and, through the store's lock, across processes: any
+    /// number of callers rejecting the same token cause one refresh, and a caller whose token
+    /// someone already replaced is served the new one without a refresh. Credentials issued after
+    /// `sentAt` are not what was refused, even with the same token (a provider may issue the same
+    /// access token again): they are served. The new credentials then follow the usual rules (they
+    /// may be in the advisory window, or wait for a refresh that is due anyway).
+    ///
+    /// Credentials a forced refresh brought are not refreshed again for a refusal within
+    /// ``TokenRejection/quietPeriod`` (30 s) of that refresh, in any process sharing the store: they
+    /// are handed back as they are. A resource server that refuses every token then costs one
+    /// refresh per 30 s, not one per request.
     ///
     /// What the shared refresh brings is handed out as for every waiter: when it could not refresh
     /// (a transient failure while the old token is still valid, a deadline), that may be the old
-    /// token again.
+    /// token again. A caller that joined a refresh another caller started for another reason, and
+    /// got the refused token back from it, looks once more (and may refresh).
     ///
     /// - Throws: what ``validCredentials(minimumValidity:)`` throws; `LoginRequiredError`
     ///   `.cannotRefresh` when there is no refresh token.
+    package nonisolated(nonsending) func validCredentials(rejecting accessToken: String, sentAt: Date) async throws -> Credentials {
+        try await valid(.accessToken, minimumValidity: .zero, rejecting: TokenRejection(accessToken: accessToken, sentAt: sentAt)).credentials
+    }
+
+    /// ``validCredentials(rejecting:sentAt:)`` for a token refused in a request sent no later than
+    /// now: the token as it is held now is what was refused.
     package nonisolated(nonsending) func validCredentials(rejecting accessToken: String) async throws -> Credentials {
-        try await valid(.accessToken, minimumValidity: .zero, rejecting: accessToken).credentials
+        try await validCredentials(rejecting: accessToken, sentAt: clock.now)
+    }
+
+    /// A refresh the user asked for (`loginkit token --force-refresh`): the access token held at
+    /// `heldSince` is replaced, once across every caller and process that asked while it was held —
+    /// one that began after the replacement was issued takes it without a refresh of its own. The
+    /// quiet period of refusals does not apply.
+    package nonisolated(nonsending) func refreshByRequest(replacing accessToken: String, heldSince: Date) async throws -> Credentials {
+        var rejection = TokenRejection(accessToken: accessToken, sentAt: heldSince)
+        rejection.isExplicit = true
+        return try await valid(.accessToken, minimumValidity: .zero, rejecting: rejection).credentials
     }
 
     /// The cached path first (no actor hop: the profile served last, while the store's change
     /// stamp is the one it was read under and the decision is to serve it; or, when it needs a
     /// refresh and the shared one is running, the wait for that refresh), else the actor's step,
     /// and when that says wait, the wait for the shared refresh, also off the actor. With
-    /// `rejectedAccessToken` (a forced refresh), a profile that holds that token is never served.
+    /// `rejection` (a forced refresh), a profile that holds the refused token is never served
+    /// (``RefreshDecision/refreshesForRejection(accessToken:timing:now:)``).
     nonisolated(nonsending) func valid(
-        _ kind: TokenKind, minimumValidity: Duration, rejecting rejectedAccessToken: String? = nil
+        _ kind: TokenKind, minimumValidity: Duration, rejecting rejection: TokenRejection? = nil
     ) async throws -> SharedCredentials {
         let decision = RefreshDecision(
             advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
-            kind: kind, minimumValidity: minimumValidity, requestStart: clock.now, rejectedAccessToken: rejectedAccessToken
+            kind: kind, minimumValidity: minimumValidity, requestStart: clock.now, rejection: rejection
         )
         var stamp = stamps?.changeStamp()
         var now = decision.requestStart
@@ -81,6 +106,10 @@ extension AuthService {
         let startEpoch = look.epoch
         // At most two waits for another call's store read, then this call reads itself: bounded.
         var joinedReads = 0
+        // A forced call that waited for a refresh it did not start — one that runs for another
+        // reason, which may take the refused token from the store — and got the refused token back
+        // looks once more: at most once, so bounded.
+        var mayLookAgain = decision.rejection != nil
         while true {
             // The decision on the remembered profile's dates alone (no copy of its strings); a
             // forced refresh also compares its token.
@@ -94,7 +123,11 @@ extension AuthService {
                 // "wait for it"; they wait for it at once.
                 if verdict == .refresh, let refresh = look.refresh {
                     sharedRefreshWaits.increment()
-                    return try await awaitRefresh(refresh, kind: kind, startedIn: startEpoch)
+                    let shared = try await awaitRefresh(refresh, kind: kind, startedIn: startEpoch)
+                    guard mayLookAgain, decision.holdsRejectedToken(shared.credentials) else { return shared }
+                    mayLookAgain = false
+                    (stamp, now, look) = try lookAgain(startedIn: startEpoch)
+                    continue
                 }
             }
             // Another call's step is reading the store under this same stamp: wait for it off the
@@ -106,9 +139,13 @@ extension AuthService {
                 switch try await step(kind, decision, stamp: stamp, mayJoinRead: joinedReads < 2, startedIn: startEpoch) {
                 case .serve(let credentials):
                     return credentials
-                case .wait(let flight, let epoch):
+                case .wait(let flight, let epoch, let started):
                     sharedRefreshWaits.increment()
-                    return try await awaitRefresh(flight, kind: kind, startedIn: epoch)
+                    let shared = try await awaitRefresh(flight, kind: kind, startedIn: epoch)
+                    guard !started, mayLookAgain, decision.holdsRejectedToken(shared.credentials) else { return shared }
+                    mayLookAgain = false
+                    (stamp, now, look) = try lookAgain(startedIn: startEpoch)
+                    continue
                 case .joinRead(let announced):
                     reading = announced
                 }
@@ -118,19 +155,25 @@ extension AuthService {
             // The wait may have lasted (a keyring look-up, another process's change): the store's
             // stamp and the time are taken again. A logout since this request began ends it: what
             // the store holds next may be a new login's.
-            stamp = stamps?.changeStamp()
-            now = clock.now
-            let current = stamp
-            guard let next = machine.withLock({ $0.mayHandOut(startedIn: startEpoch) ? $0.cached(ifStamp: current) : nil }) else {
-                throw loggedOut()
-            }
-            look = next
+            (stamp, now, look) = try lookAgain(startedIn: startEpoch)
         }
+    }
+
+    /// The store's stamp, the time and the machine's look, taken again after a wait; a logout since
+    /// the call began in `startEpoch` ends it.
+    private nonisolated func lookAgain(startedIn startEpoch: UInt64) throws -> (UInt64?, Date, AuthStateMachine.CachedLook) {
+        let stamp = stamps?.changeStamp()
+        let now = clock.now
+        guard let look = machine.withLock({ $0.mayHandOut(startedIn: startEpoch) ? $0.cached(ifStamp: stamp) : nil }) else {
+            throw loggedOut()
+        }
+        return (stamp, now, look)
     }
 
     enum TokenStep: Sendable {
         case serve(SharedCredentials)
-        case wait(Flight<SharedCredentials>, startedIn: UInt64)
+        /// Wait for the shared refresh `flight`; `started`: this step started it.
+        case wait(Flight<SharedCredentials>, startedIn: UInt64, started: Bool)
         /// Another step reads the store under the same stamp: wait for it, then look again.
         case joinRead(Flight<Void>)
     }
@@ -196,7 +239,7 @@ extension AuthService {
             return .serve(read.credentials)
         case .waitForRefresh(let flight, let start):
             if start { startRefresh(flight, firstSeen: profile, decision: decision, epoch: epoch) }
-            return .wait(flight, startedIn: epoch)
+            return .wait(flight, startedIn: epoch, started: start)
         case .loggedOut:
             throw loggedOut()
         }

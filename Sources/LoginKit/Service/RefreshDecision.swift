@@ -15,9 +15,12 @@ import LoginKitHTTP
 ///   issued token satisfies it.
 /// - A caller never refreshes credentials issued after its request began, whichever task or
 ///   process refreshed them, as long as they have not expired.
-/// - A forced refresh (`rejectedAccessToken`, the token a resource server refused) never serves
-///   that token: a profile that holds it needs the refresh; one that holds another token is decided
-///   by the rules above, so a caller whose token someone already replaced takes the new one.
+/// - A forced refresh (`rejection`: the token a resource server refused, and when the refused
+///   request was sent) never serves what was refused: a profile that holds it (that token, issued
+///   no later than the request was sent) needs the refresh — unless a forced refresh brought it
+///   less than ``TokenRejection/quietPeriod`` ago. Any other profile is decided by the rules above,
+///   so a caller whose token someone already replaced (even with the same token string, issued
+///   again) takes the new one.
 struct RefreshDecision: Sendable, Hashable {
     /// What the caller gets.
     enum Verdict: Sendable, Hashable {
@@ -37,28 +40,49 @@ struct RefreshDecision: Sendable, Hashable {
     var requestStart: Date
     /// A proactive refresh (sessions): under the lock it refreshes unless someone else already did.
     var isProactive = false
-    /// A forced refresh: the access token a resource server refused (`invalid_token`). A profile
-    /// that holds it is never served; under the lock it is refreshed while the store still holds it.
-    var rejectedAccessToken: String?
+    /// A forced refresh: the access token a resource server refused (`invalid_token`) and when the
+    /// refused request was sent. A profile that holds it is never served, unless a forced refresh
+    /// brought it less than ``TokenRejection/quietPeriod`` ago; under the lock it is refreshed while
+    /// the store still holds it.
+    var rejection: TokenRejection?
 
     /// The verdict for `profile` at `now`.
     func verdict(for profile: StoredProfile, now: Date) -> Verdict {
-        if holdsRejectedToken(profile.credentials) { return .refresh }
-        return verdict(for: TokenTiming(profile), now: now)
+        let timing = TokenTiming(profile)
+        if refreshesForRejection(accessToken: profile.credentials.accessToken, timing: timing, now: now) { return .refresh }
+        return verdict(for: timing, now: now)
     }
 
     /// The verdict for a profile held in memory (the cached path, the last known profile), at
     /// `now`: on its dates alone, unless this is a forced refresh, which also compares its token.
     func verdict(for held: HeldProfile, now: Date) -> Verdict {
-        if rejectedAccessToken != nil, holdsRejectedToken(held.credentials.credentials) { return .refresh }
+        if rejection != nil, refreshesForRejection(accessToken: held.credentials.credentials.accessToken, timing: held.timing, now: now) {
+            return .refresh
+        }
         return verdict(for: held.timing, now: now)
     }
 
-    /// Whether `credentials` hold the access token this forced refresh is for (never for any other
-    /// decision).
+    /// Whether `credentials` hold what this forced refresh is for: the refused access token, issued
+    /// no later than the refused request was sent (never for any other decision).
     func holdsRejectedToken(_ credentials: Credentials) -> Bool {
-        guard let rejectedAccessToken else { return false }
-        return credentials.accessToken == rejectedAccessToken
+        rejection?.holds(credentials) ?? false
+    }
+
+    /// Whether this forced refresh refreshes a profile whose access token is `accessToken` and whose
+    /// dates are `timing`, at `now`, whatever its dates say: it holds the refused token, and no
+    /// forced refresh brought that less than ``TokenRejection/quietPeriod`` ago (a resource server
+    /// that refuses every token then costs one refresh per quiet period, not one per request).
+    func refreshesForRejection(accessToken: String?, timing: TokenTiming, now: Date) -> Bool {
+        guard let rejection, rejection.holds(accessToken: accessToken, issuedAt: timing.issuedAt) else { return false }
+        return rejection.isExplicit || !Self.cameFromRecentForcedRefresh(timing, now: now)
+    }
+
+    /// Whether a forced refresh brought the credentials whose dates are `timing` less than
+    /// ``TokenRejection/quietPeriod`` before `now` (or that long after it: a clock behind the one
+    /// that wrote the mark).
+    static func cameFromRecentForcedRefresh(_ timing: TokenTiming, now: Date) -> Bool {
+        guard let forcedAt = timing.forcedRefreshAt else { return false }
+        return abs(now.timeIntervalSince(forcedAt)) < TokenRejection.quietPeriod
     }
 
     /// The verdict for a profile whose dates are `timing`, at `now`. The dates alone: a forced
@@ -77,10 +101,11 @@ struct RefreshDecision: Sendable, Hashable {
 
     /// Under the store's lock, with `stored` as read there: whether the refresh the caller came
     /// for is still needed, given `firstSeen`, what the caller read before. A forced refresh is
-    /// needed while the store holds the rejected token; once someone replaced it, the rules for
-    /// every refresh apply.
+    /// needed while the store holds the rejected token (``refreshesForRejection(accessToken:timing:now:)``);
+    /// once someone replaced it, or when a forced refresh brought it within the quiet period, the
+    /// rules for every refresh apply.
     func mustRefresh(stored: StoredProfile, firstSeen: StoredProfile, now: Date) -> Bool {
-        if holdsRejectedToken(stored.credentials) { return true }
+        if refreshesForRejection(accessToken: stored.credentials.accessToken, timing: TokenTiming(stored), now: now) { return true }
         guard let expiry = kind.expiry(of: stored.credentials) else { return false }
         let unexpired = expiry > now
         if unexpired, stored.credentials != firstSeen.credentials { return false }  // refreshed meanwhile
@@ -121,5 +146,39 @@ extension RefreshDecision {
     func grantsTheAskedValidity(_ timing: TokenTiming) -> Bool {
         guard minimumValidity > .zero, let expiry = timing.expiry(of: kind) else { return true }
         return !Self.grantable(minimumValidity, lifetime: Self.lifetime(of: timing, expiry: expiry)).capped
+    }
+}
+
+/// An access token a resource server refused (`invalid_token`), and when the refused request was
+/// sent. Credentials hold it when they carry that token and were issued no later than that, to the
+/// millisecond (a stored date comes back from the file a few hundred nanoseconds off): credentials
+/// issued after the request was sent are not what was refused, even with the same token — a
+/// provider may issue the same access token again.
+struct TokenRejection: Sendable, Hashable {
+    /// The refused access token.
+    var accessToken: String
+    /// When the refused request was sent.
+    var sentAt: Date
+    /// Asked for by the user (`loginkit token --force-refresh`), not by a resource server's
+    /// refusal: the quiet period does not apply.
+    var isExplicit = false
+
+    /// How long a token obtained because its predecessor was refused — by `AuthService`'s forced
+    /// refresh, or by `ClientCredentialsTokens.send` — is not replaced again for a refusal: 30 s
+    /// from its issue. A resource server that refuses every token then costs one refresh (and one
+    /// rotation of the refresh token) per 30 s, not one per request.
+    static let quietPeriod: TimeInterval = 30
+
+    /// Whether credentials whose access token is `token`, issued at `issuedAt`, are what was
+    /// refused. Without an issue time, the same token is taken for the refused one.
+    func holds(accessToken token: String?, issuedAt: Date?) -> Bool {
+        guard let token, token == accessToken else { return false }
+        guard let issuedAt else { return true }
+        return issuedAt.timeIntervalSince(sentAt) <= 0.001
+    }
+
+    /// Whether `credentials` are what was refused (see ``holds(accessToken:issuedAt:)``).
+    func holds(_ credentials: Credentials) -> Bool {
+        holds(accessToken: credentials.accessToken, issuedAt: credentials.issuedAt)
     }
 }

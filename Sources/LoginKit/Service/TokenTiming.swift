@@ -28,11 +28,15 @@ struct TokenTiming: Sendable, Hashable {
     var idTokenExpiresAt: Date?
     /// When the credentials were issued: their own stamp, else the profile's last write.
     var issuedAt: Date
+    /// When a forced refresh (a resource server refused the token before) brought them: the
+    /// profile's ``AuthService/forcedRefreshAttribute``; `nil` for any other refresh or a login.
+    var forcedRefreshAt: Date?
 
     init(_ profile: StoredProfile) {
         expiresAt = profile.credentials.expiresAt
         idTokenExpiresAt = profile.credentials.idTokenExpiresAt
         issuedAt = profile.credentials.issuedAt ?? profile.updatedAt
+        forcedRefreshAt = profile.attributes[AuthService.forcedRefreshAttribute].flatMap { Int64($0) }.map { Date(timeIntervalSince1970: TimeInterval($0)) }
     }
 
     /// The expiry a caller asking for `kind` cares about.

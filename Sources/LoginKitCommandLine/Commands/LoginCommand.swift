@@ -70,6 +70,9 @@ struct LoginCommand: AsyncParsableCommand {
     @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
 
+    /// Whether the JSON login API's ID token is stored unverified (`--insecure-skip-id-token-verification`).
+    private var isUnverified: Bool { loginURL != nil && insecureSkipIDTokenVerification }
+
     /// Whether the provider is an OpenID Connect issuer (not a JSON login API or Cognito).
     private var isOpenIDConnect: Bool { loginURL == nil && cognitoPoolID == nil }
 
@@ -144,6 +147,9 @@ struct LoginCommand: AsyncParsableCommand {
                         transport: client
                     )
                 }
+                // The login replaces the profile's attributes: the default's mark is put back after it.
+                let previous = try? await store.profile(named: storeOptions.profileName)
+                let wasDefault = DefaultProfile.isDefault(previous)
                 let service = AuthService(api: api, store: store, profile: storeOptions.profileName, gate: gate)
                 let oauth2 = api as? OAuth2API
                 // A refused scope (invalid_scope) names the scope asked and those discovery lists: exit 2.
@@ -158,11 +164,17 @@ struct LoginCommand: AsyncParsableCommand {
                 }
                 if let oauth2 {
                     // The profile remembers the issuer, not explicit endpoints: refresh and logout need them too.
+                    let recorded = clientAuthOptions.attributes.merging(try await oauth2.clientAuthenticationAttributes()) { given, _ in given }
                     try await EndpointAttributes.record(
-                        oauth2.configuration, extra: clientAuthOptions.attributes.merging(try await oauth2.clientAuthenticationAttributes()) { given, _ in given },
+                        oauth2.configuration, extra: recorded.merging(ClientCertificateOptions.attributes(presentedBy: client)) { _, presented in presented },
                         source: oauth2.source, in: store, profile: storeOptions.profileName)
                 }
-                try await report(user: user, store: store, issuer: api.source.endpoint)
+                try await DefaultProfile.keep(storeOptions.profileName, wasDefault: wasDefault, in: store)
+                try await DockerRegistries.keep(from: previous, for: storeOptions.profileName, in: store)
+                // Unverified, the token's claims are whatever the server wrote: nobody is named after them.
+                var identity = UserIdentity()
+                if !isUnverified { identity = try await UserIdentity.recordAfterLogin(api: api, store: store, profile: storeOptions.profileName) }
+                try await report(user: user, identity: identity, store: store, issuer: api.source.endpoint)
             }
         }
     }
@@ -233,15 +245,18 @@ struct LoginCommand: AsyncParsableCommand {
         return user
     }
 
-    private func report(user: User?, store: any TokenStore, issuer: String) async throws {
+    /// "Logged in as alice (alice@example.test), profile "work"." on stderr, or the JSON on stdout:
+    /// the user by `identity` (else the `sub`), or, unverified, by `--username`.
+    private func report(user: User?, identity: UserIdentity, store: any TokenStore, issuer: String) async throws {
         let profile = try await store.profile(named: storeOptions.profileName)
         // Unverified, the token's claims are whatever the server wrote: name the user as given instead.
-        let unverified = loginURL != nil && insecureSkipIDTokenVerification
-        let name = unverified ? username : user.map { $0.preferredUsername ?? $0.id.rawValue }
+        let unverified = isUnverified
+        let name = unverified ? username : user.map { identity.displayName ?? $0.id.rawValue }
         let subject = unverified ? nil : user?.id.rawValue
         if json {
             JSONOutput.print([
                 "profile": .text(storeOptions.profileName), "user": .textOrNull(name),
+                "display_name": .textOrNull(identity.displayName), "email": .textOrNull(identity.email),
                 "subject": .textOrNull(subject), "issuer": .text(issuer),
                 "expires_at": JSONOutput.timestamp(profile?.credentials.expiresAt),
                 "has_refresh_token": .flag(profile?.credentials.refreshToken != nil),
@@ -249,9 +264,9 @@ struct LoginCommand: AsyncParsableCommand {
                 "id_token_verified": .flag(!unverified),
             ])
         } else {
-            let shown = name.map { Terminal.printable($0, limit: 100) } ?? "the client"
+            let shown = (unverified ? nil : identity.shown) ?? name.map { Terminal.printable($0, limit: 100) } ?? "the client"
             let note = unverified ? "; the ID token was not verified" : ""
-            Terminal.standardError("Logged in as \(shown) (profile \"\(Terminal.printable(storeOptions.profileName, limit: 100))\")\(note).")
+            Terminal.standardError("Logged in as \(shown), profile \"\(Terminal.printable(storeOptions.profileName, limit: 100))\"\(note).")
         }
     }
 }

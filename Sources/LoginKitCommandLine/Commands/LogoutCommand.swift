@@ -83,20 +83,21 @@ struct LogoutCommand: AsyncParsableCommand {
     func run() async throws {
         try await reportingFailures {
             let clientConfiguration = try networkOptions.clientConfiguration()
+            let opened = try await storeOptions.openStore()
+            let name = storeOptions.profileName
             let revocation = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
-                try await self.logOut(transport: client)
+                try await Self.logOut(profile: name, from: opened, noRevoke: noRevoke, transport: client)
             }
-            try report(revocation)
+            try Self.report(revocation, profile: name, json: json)
         }
     }
 
-    /// Deletes the profile, revoking first unless `--no-revoke`.
+    /// Deletes profile `name` from `opened`, revoking first unless `noRevoke` (`logout`, and
+    /// `profiles rm`).
     ///
     /// - Throws: `CLIFailure` exit 1 naming the store when the profile could not be read or removed
     ///   (it then stays); what building its API throws.
-    private func logOut(transport: CurlHTTPClient) async throws -> Revocation {
-        let name = storeOptions.profileName
-        let opened = try await storeOptions.openStore()
+    static func logOut(profile name: String, from opened: CommandLineStore, noRevoke: Bool, transport: CurlHTTPClient) async throws -> Revocation {
         let stored: StoredProfile?
         do {
             stored = try await opened.store.profile(named: name)
@@ -112,10 +113,14 @@ struct LogoutCommand: AsyncParsableCommand {
             }
             return .skipped
         }
-        let api = try APIFactory.api(for: stored.source, attributes: stored.attributes, transport: transport, clientSecret: APIFactory.environmentSecret)
-        let service = AuthService(api: api, store: opened.store, profile: name)
-        let result = await service.logOut()
-        await service.shutdown()
+        // Revoked over a connection that presents the certificate the profile's login recorded.
+        let result = try await ClientCertificateOptions.withClient(transport, presentingCertificateIn: stored.attributes) { transport in
+            let api = try APIFactory.api(for: stored.source, attributes: stored.attributes, transport: transport, clientSecret: APIFactory.environmentSecret)
+            let service = AuthService(api: api, store: opened.store, profile: name)
+            let result = await service.logOut()
+            await service.shutdown()
+            return result
+        }
         guard result.profileRemoved else {
             let reason: String
             if let storeError = result.storeError {
@@ -139,9 +144,10 @@ struct LogoutCommand: AsyncParsableCommand {
             detail: detail)
     }
 
-    /// One line on stderr, or the JSON on stdout; a failed or timed-out revocation ends in exit 8.
-    private func report(_ revocation: Revocation) throws {
-        let name = "\"\(Terminal.printable(storeOptions.profileName, limit: 100))\""
+    /// One line on stderr, or with `json` the JSON on stdout, for the logout of profile `profile`;
+    /// a failed or timed-out revocation ends in exit 8.
+    static func report(_ revocation: Revocation, profile: String, json: Bool) throws {
+        let name = "\"\(Terminal.printable(profile, limit: 100))\""
         let line: String
         switch revocation {
         case .revoked:
@@ -164,7 +170,7 @@ struct LogoutCommand: AsyncParsableCommand {
             var detail: String?
             if case .failed(let reason) = revocation { detail = reason }
             JSONOutput.print([
-                "profile": .text(storeOptions.profileName), "revocation": .text(revocation.name),
+                "profile": .text(profile), "revocation": .text(revocation.name),
                 "detail": .textOrNull(detail), "deleted": .flag(revocation.deleted),
             ])
         }

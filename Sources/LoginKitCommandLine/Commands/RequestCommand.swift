@@ -94,11 +94,13 @@ struct RequestCommand: AsyncParsableCommand {
                 throw CLIFailure.usage("\(Terminal.printable(url, limit: 300)) is not an absolute http or https URL")
             }
             let body = try await requestBody()
-            let clientConfiguration = try networkOptions.clientConfiguration()
+            let networkConfiguration = try networkOptions.clientConfiguration()
+            let store = try await storeOptions.openStore().store
+            // The certificate the profile's login recorded, unless --client-cert names one.
+            let clientConfiguration = await ClientCertificateOptions.presenting(networkConfiguration, profile: storeOptions.profileName, in: store)
             var unsaved: TokenStoreError?  // a refresh whose credentials could not be saved: the response is printed anyway, then this is said
             let (response, responseBody) = try await CurlHTTPClient.withClient(configuration: clientConfiguration) {
                 (client: CurlHTTPClient) async throws -> (HTTPResponse, Data) in
-                let store = try await storeOptions.openStore().store
                 let name = storeOptions.profileName
                 guard let stored = try await store.profile(named: name) else {
                     throw CLIFailure(exitCode: 3, "not logged in (profile \"\(Terminal.printable(name, limit: 100))\"); run `loginkit login`")
@@ -112,8 +114,14 @@ struct RequestCommand: AsyncParsableCommand {
                 unsaved = call.unsaved
                 do {
                     return try call.result.get()
-                } catch let error as LoginRequiredError where error.code == .stepUpRequired {
-                    throw CLIFailure.stepUpRequired(error, loginArguments: Self.loginArguments(for: stored, profile: name))
+                } catch {
+                    // A refresh whose credentials could not be saved is said even when the request
+                    // then failed: the session ends with this process either way.
+                    if let unsaved = call.unsaved { ProfileCall.unsavedFailure(unsaved).report() }
+                    if let stepUp = error as? LoginRequiredError, stepUp.code == .stepUpRequired {
+                        throw CLIFailure.stepUpRequired(stepUp, loginArguments: Self.loginArguments(for: stored, profile: name))
+                    }
+                    throw error
                 }
             }
             var output: [UInt8] = []

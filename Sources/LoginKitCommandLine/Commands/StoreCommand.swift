@@ -40,7 +40,7 @@ struct StoreCommand: AsyncParsableCommand {
                 if let given, StoreOptions.isRemote(given) {
                     throw CLIFailure.usage("store migrate is for file stores; a postgres:// store is sealed with LOGINKIT_STORE_KEY")
                 }
-                let opened = try await storeOptions.openStore()
+                let opened = try await storeOptions.openStore(choosingProfile: false)
                 guard let file = opened.store as? IDTokenStore else {
                     throw CLIFailure.usage("store migrate is for file stores")
                 }
@@ -65,7 +65,7 @@ struct StoreCommand: AsyncParsableCommand {
         static func quarantine(of storeOptions: StoreOptions) async throws -> QuarantineAccess {
             let variable = storeOptions.environment["LOGINKIT_STORE"].flatMap { $0.isEmpty ? nil : $0 }
             guard let given = storeOptions.store ?? variable, StoreOptions.isRemote(given) else { throw notRemote }
-            let opened = try await storeOptions.openStore()
+            let opened = try await storeOptions.openStore(choosingProfile: false)
             guard let quarantine = opened.quarantine else { throw notRemote }
             return quarantine
         }

@@ -109,6 +109,9 @@ extension TokenCommand {
         }
         let mode = login
         let options = browserOptions
+        // The login replaces the profile's attributes: the default's mark is put back after it.
+        let previous = try await store.profile(named: storeOptions.profileName)
+        let wasDefault = DefaultProfile.isDefault(previous)
         // A refused scope (invalid_scope) names the scope asked and those discovery lists: exit 2.
         switch mode {
         case .browser, .never:
@@ -120,9 +123,14 @@ extension TokenCommand {
         }
         if let api {
             // The profile remembers the issuer, not explicit endpoints: later refreshes need them too.
+            let recorded = try await api.clientAuthenticationAttributes()
             try await EndpointAttributes.record(
-                api.configuration, extra: try await api.clientAuthenticationAttributes(), source: api.source, in: store, profile: storeOptions.profileName)
+                api.configuration, extra: recorded.merging(ClientCertificateOptions.attributes(presentedBy: api.httpTransport)) { _, presented in presented },
+                source: api.source, in: store, profile: storeOptions.profileName)
         }
+        try await DefaultProfile.keep(storeOptions.profileName, wasDefault: wasDefault, in: store)
+        try await DockerRegistries.keep(from: previous, for: storeOptions.profileName, in: store)
+        _ = try await UserIdentity.recordAfterLogin(api: service.api, store: store, profile: storeOptions.profileName)
         return try await issued(from: service)
     }
 

@@ -34,6 +34,10 @@ struct TokenCommand: AsyncParsableCommand {
             sends with that request: `Authorization: Bearer <token>`, or for a DPoP-bound profile \
             `Authorization: DPoP <token>` and `DPoP: <proof>` (a proof is good for that method and URL, \
             once, for a few minutes). `loginkit request` sends the request itself.
+
+            --force-refresh refreshes even a valid token. Concurrent forced refreshes share one: each \
+            invocation replaces the access token the store held when it started, and one that finds it \
+            already replaced takes the new token without a refresh of its own.
             """
     )
 
@@ -51,6 +55,10 @@ struct TokenCommand: AsyncParsableCommand {
 
     @Flag(help: "Print the access token instead of the ID token.") var access = false
     @Option(name: .customLong("min-validity"), help: "Seconds the token must stay valid (refresh otherwise).") var minValidity: Int = 0
+    @Flag(
+        name: .customLong("force-refresh"),
+        help: "Refresh now, even if the token is still valid (concurrent invocations share one refresh).")
+    var forceRefresh = false
     @Option(help: "With no usable session: never (exit 3), or log in with browser, device or auto (browser when one can be opened, else device) first.")
     var login: LoginMode = .never
     @Flag(name: .customLong("exec-credential"), help: "Print kubectl's ExecCredential JSON (client.authentication.k8s.io/v1) instead of the bare token.")
@@ -94,6 +102,9 @@ struct TokenCommand: AsyncParsableCommand {
             throw ValidationError("--resource and --audience apply without --login (to a client-credentials profile)")
         }
         try validateHeaderFor()
+        if forceRefresh, asksForTarget {
+            throw ValidationError("--force-refresh applies to the profile's own tokens, not to a target's (--resource, --audience, --scope)")
+        }
         let loginFlags = browserFlags + dpopOptions.given
         if login == .never, !loginFlags.isEmpty {
             throw ValidationError("\(loginFlags.joined(separator: ", ")) apply with --login only")
@@ -120,15 +131,22 @@ struct TokenCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingFailures {
-            let clientConfiguration = try networkOptions.clientConfiguration()
+            let networkConfiguration = try networkOptions.clientConfiguration()
+            let store = try await storeOptions.openStore().store
+            // The certificate the profile's login recorded, unless --client-cert names one or the
+            // run logs in with another provider (--issuer).
+            let clientConfiguration = await ClientCertificateOptions.presenting(networkConfiguration, profile: storeOptions.profileName, in: store) { stored in
+                issuer.map { Self.isSameClient(stored.source, issuer: $0, clientID: clientID ?? "") } ?? true
+            }
             var unsaved: TokenStoreError?  // a refresh whose credentials could not be saved: printed anyway, then said loudly
             let output = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
-                let store = try await storeOptions.openStore().store
                 if asksForTarget { return try await self.targetToken(store: store, transport: client) }
                 let stored = try await store.profile(named: storeOptions.profileName)
                 let provider = try self.provider(stored: stored, transport: client)
                 let call = await ProfileCall.run(api: provider.api, store: store, profile: storeOptions.profileName) { service in
-                    try await ClientAuthOptions.namingMissingCredential(of: provider.configuration) { try await self.issued(from: service) }
+                    try await ClientAuthOptions.namingMissingCredential(of: provider.configuration) {
+                        try await self.issued(from: service, forcingRefresh: self.forceRefresh)
+                    }
                 }
                 unsaved = call.unsaved
                 switch call.result {
@@ -192,12 +210,15 @@ extension TokenCommand {
         return fields.map { "\($0.name.rawName): \($0.value)" }
     }
 
-    /// The token asked for (ID or access) from `service`, refreshing it as needed; with
-    /// `--header-for`, the header lines for the access token.
+    /// The token asked for (ID or access) from `service`, refreshing it as needed — first by force
+    /// with `forcingRefresh` (``refreshByForce(_:)``); with `--header-for`, the header lines for the
+    /// access token.
     ///
     /// - Throws: `CLIFailure` (exit 1) when the provider issued no such token; what
-    ///   `validIDToken`/`validAccessToken` throw (`LoginRequiredError` when a login is needed).
-    func issued(from service: AuthService) async throws -> Issued {
+    ///   `validIDToken`/`validAccessToken` throw (`LoginRequiredError` when a login is needed), and
+    ///   what ``refreshByForce(_:)`` throws.
+    func issued(from service: AuthService, forcingRefresh: Bool = false) async throws -> Issued {
+        if forcingRefresh { try await Self.refreshByForce(service) }
         let minimum = Duration.seconds(minValidity)
         if let target = headerTarget {
             let token: String
@@ -231,6 +252,33 @@ extension TokenCommand {
     }
 }
 
+extension TokenCommand {
+    /// `--force-refresh`: replaces the profile's access token whatever its expiry. The token the
+    /// store held when this process started is replaced through the shared refresh
+    /// (`refreshByRequest(replacing:heldSince:)`), which is one across processes: an invocation
+    /// that started before a replacement was issued takes it without a refresh of its own. A
+    /// profile that does not exist is left to the token call that follows (exit 3, or `--login`).
+    ///
+    /// - Throws: `CLIFailure` exit 1 when the profile holds no access token, exit 5 when the refresh
+    ///   did not go through (the provider failed and the old token, still valid, came back); what
+    ///   `validCredentials(rejecting:)` throws (`LoginRequiredError` without a refresh token).
+    static func refreshByForce(_ service: AuthService) async throws {
+        guard let stored = try await service.store.profile(named: service.profileName) else { return }
+        guard let current = stored.credentials.accessToken else {
+            throw CLIFailure(exitCode: 1, "the profile holds no access token, so --force-refresh has nothing to replace")
+        }
+        // The token held when this invocation started is the one replaced: an invocation that
+        // started before another's replacement was issued takes that one (one refresh for all).
+        let started = ProcessStart.wallClock() ?? Date()
+        let renewed = try await service.refreshByRequest(replacing: current, heldSince: started)
+        let unchanged = renewed.accessToken == current && (renewed.issuedAt ?? .distantPast) <= started
+        guard !unchanged else {
+            throw CLIFailure(
+                exitCode: 5, "the forced refresh did not go through (the provider failed or could not be reached); the token is unchanged, try again")
+        }
+    }
+}
+
 /// `loginkit status`: what a profile holds, never a token.
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -254,12 +302,18 @@ struct StatusCommand: AsyncParsableCommand {
             // How the file is protected (a database store: sealed or not, as before).
             let storage = try await (opened.store as? IDTokenStore)?.protection()
             let user = User(credentials: profile.credentials, fallbackID: User.ID(rawValue: profile.userID ?? ""))
+            // Who: the name and email the login recorded (else the ID token's), the `sub` beside them.
+            let identity = UserIdentity(profile: profile)
+            let subject = (try? profile.credentials.idToken?.unverifiedClaims())?.subject
+            let choice = storeOptions.profileChoice
             let expiresAt = profile.credentials.expiresAt
             let expired = expiresAt.map { $0 <= Date() } ?? false
             let binding = TokenBinding(profile.credentials)
             if json {
                 JSONOutput.print([
-                    "profile": .text(storeOptions.profileName), "user": .text(user.preferredUsername ?? user.id.rawValue),
+                    "profile": .text(choice.name), "profile_source": .text(choice.sourceName), "profile_file": .textOrNull(choice.file),
+                    "user": .text(identity.displayName ?? user.preferredUsername ?? user.id.rawValue),
+                    "display_name": .textOrNull(identity.displayName), "email": .textOrNull(identity.email),
                     "subject": .text(user.id.rawValue), "issuer": .text(profile.credentials.issuer ?? profile.source.endpoint),
                     "api": .text(profile.source.kind.rawValue), "client_id": .textOrNull(profile.source.clientID),
                     "expires_at": JSONOutput.timestamp(expiresAt), "expired": .flag(expired),
@@ -271,9 +325,13 @@ struct StatusCommand: AsyncParsableCommand {
                     "dpop_jkt": .textOrNull(binding.keyThumbprint), "cnf_jkt": .textOrNull(binding.confirmedThumbprint),
                 ].merging(details.map { ($0.key, .text($0.value)) }) { first, _ in first })
             } else {
-                print("profile:        \(storeOptions.profileName)")
+                print("profile:        \(Terminal.printable(choice.name, limit: 200))\(choice.provenance.map { " (\($0))" } ?? "")")
                 // Claims and the issuer come from the provider: escaped before they reach the terminal.
-                print("user:           \(Terminal.printable(user.preferredUsername ?? user.id.rawValue))")
+                if let shown = identity.shown {
+                    print("user:           \(shown)\(subject.map { ", sub \(Terminal.printable($0))" } ?? "")")
+                } else {
+                    print("user:           \(Terminal.printable(user.preferredUsername ?? user.id.rawValue))")
+                }
                 print("issuer:         \(Terminal.printable(profile.credentials.issuer ?? profile.source.endpoint, limit: 500))")
                 print("expires:        \(expiresAt.map { $0.formatted(.iso8601) } ?? "never")\(expired ? " (expired)" : "")")
                 print("refresh token:  \(profile.credentials.refreshToken != nil ? "yes" : "no")")

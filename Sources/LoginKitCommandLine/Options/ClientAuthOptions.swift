@@ -12,8 +12,9 @@ import Glibc
 import LoginKit
 
 /// `--client-auth`, `--private-key`, `--key-id`, `--signing-alg`: how a confidential client
-/// authenticates (RFC 7523 `private_key_jwt` and `client_secret_jwt`, or a secret in Basic or the
-/// body). The secret itself comes from `$LOGINKIT_CLIENT_SECRET` or stdin, never a flag.
+/// authenticates (RFC 7523 `private_key_jwt` and `client_secret_jwt`, a secret in Basic or the
+/// body, or RFC 8705 mutual TLS with the certificate of `--client-cert`). The secret itself comes
+/// from `$LOGINKIT_CLIENT_SECRET` or stdin, never a flag.
 struct ClientAuthOptions: ParsableArguments {
     /// `--client-auth`'s values.
     enum Method: String, CaseIterable, ExpressibleByArgument {
@@ -21,6 +22,8 @@ struct ClientAuthOptions: ParsableArguments {
         case secretPost = "secret-post"
         case privateKeyJWT = "private-key-jwt"
         case clientSecretJWT = "client-secret-jwt"
+        case tlsClientAuth = "tls-client-auth"
+        case selfSignedTLSClientAuth = "self-signed-tls-client-auth"
 
         var library: OAuth2API.ClientAuthenticationMethod {
             switch self {
@@ -28,11 +31,13 @@ struct ClientAuthOptions: ParsableArguments {
             case .secretPost: .post
             case .privateKeyJWT: .privateKeyJWT
             case .clientSecretJWT: .clientSecretJWT
+            case .tlsClientAuth: .tlsClientAuth
+            case .selfSignedTLSClientAuth: .selfSignedTLSClientAuth
             }
         }
     }
 
-    @Option(name: .customLong("client-auth"), help: "How the client authenticates (default: private-key-jwt with --private-key, else chosen from discovery).")
+    @Option(name: .customLong("client-auth"), help: "How the client authenticates (default: private-key-jwt with --private-key, else chosen from discovery; the two TLS methods present --client-cert).")
     var clientAuth: Method?
     @Option(name: .customLong("private-key"), help: "PEM or JWK file of the client's private key for private_key_jwt; must be mode 0600.")
     var privateKey: String?
@@ -87,14 +92,16 @@ struct ClientAuthOptions: ParsableArguments {
     }
 
     /// Runs `body`, which talks to the provider as `configuration`'s client. When that client had
-    /// neither a secret nor a key, its requests went out unauthenticated: a provider refusing the
-    /// client (`invalid_client`, or HTTP 401) then gets a failure that says no secret was supplied,
-    /// with the exit code the refusal has anyway. Every other error passes unchanged.
+    /// neither a secret nor a key nor a TLS client authentication method, its requests went out
+    /// unauthenticated: a provider refusing the client (`invalid_client`, or HTTP 401) then gets a
+    /// failure that says no secret was supplied, with the exit code the refusal has anyway. Every
+    /// other error passes unchanged.
     static func namingMissingCredential<T>(of configuration: OAuth2API.Configuration?, _ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch {
             guard let configuration, configuration.clientSecret == nil, configuration.clientAssertionKey == nil,
+                ![.tlsClientAuth, .selfSignedTLSClientAuth].contains(configuration.clientAuthenticationMethod),
                 let answer = clientRefusal(error)
             else { throw error }
             let refusal = CLIFailure(error)

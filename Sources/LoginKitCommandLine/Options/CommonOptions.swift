@@ -11,7 +11,11 @@ import LoginKitHTTP
 
 /// `--profile`, `--store`, `--verbose`: shared by every command that touches the store.
 struct StoreOptions: ParsableArguments {
-    @Option(help: "The profile to use (default: $LOGINKIT_PROFILE, else \"default\").")
+    @Option(
+        help: """
+            The profile to use (default: $LOGINKIT_PROFILE, else the nearest .loginkit file's from the working directory \
+            upwards, else the store's default profile, else "default").
+            """)
     var profile: String?
 
     @Option(
@@ -34,8 +38,16 @@ struct StoreOptions: ParsableArguments {
 
     var environment: [String: String] { ProcessInfo.processInfo.environment }
 
-    /// Flags beat variables.
-    var profileName: String { profile ?? environment["LOGINKIT_PROFILE"].flatMap { $0.isEmpty ? nil : $0 } ?? "default" }
+    /// The profile this run uses: chosen by ``ProfileContext`` when ``openStore(choosingProfile:)``
+    /// opened the store (`--profile`, `LOGINKIT_PROFILE`, the nearest `.loginkit`, the store's
+    /// default, `default`); before that, only `--profile` or `LOGINKIT_PROFILE`, else `default`.
+    var profileName: String { profileChoice.name }
+
+    /// ``profileName`` and where it came from.
+    var profileChoice: ProfileChoice {
+        ProfileContext.current ?? ProfileContext.explicitChoice(flag: profile, environment: environment)
+            ?? ProfileChoice(name: ProfileContext.fallbackName, origin: .fallback)
+    }
 
     /// What opens `postgres://` stores in this executable (`loginkit-fleet`); `nil` in `loginkit`.
     private static let fleetOpener = LockedState<(any FleetStoreOpener)?>(nil)
@@ -44,8 +56,21 @@ struct StoreOptions: ParsableArguments {
         set { fleetOpener.withLock { $0 = newValue } }
     }
 
-    /// Opens the store: `--store`, else `LOGINKIT_STORE`, else the default file.
-    func openStore() async throws -> CommandLineStore {
+    /// Opens the store — `--store`, else `LOGINKIT_STORE`, else the default file — and, unless a
+    /// command names its profiles itself (`choosingProfile: false`), chooses the run's profile
+    /// (``profileName``).
+    ///
+    /// - Throws: `CLIFailure`: what opening the store throws; exit 2 for a `.loginkit` file that is
+    ///   unsafe or malformed.
+    func openStore(choosingProfile: Bool = true) async throws -> CommandLineStore {
+        let opened = try await openStoreOnly()
+        if choosingProfile {
+            ProfileContext.current = try await ProfileContext.choose(flag: profile, environment: environment, store: opened.store)
+        }
+        return opened
+    }
+
+    private func openStoreOnly() async throws -> CommandLineStore {
         Terminal.verbose = verbose
         let given = store ?? environment["LOGINKIT_STORE"].flatMap { $0.isEmpty ? nil : $0 }
         if let given, Self.isRemote(given) {
@@ -94,7 +119,7 @@ struct StoreOptions: ParsableArguments {
     }
 
     /// The commands that take `StoreOptions`.
-    static let storeCommands: Set<String> = ["login", "token", "request", "status", "logout", "store"]
+    static let storeCommands: Set<String> = ["login", "token", "request", "status", "logout", "store", "profiles", "git-credential", "docker-credential", "exec"]
 
     /// Whether `location` names a database rather than a file.
     static func isRemote(_ location: String) -> Bool {
@@ -223,7 +248,7 @@ package protocol FleetStoreOpener: Sendable {
     func shutdown() async
 }
 
-/// `--ca-file`: shared by every command that sends requests.
+/// `--ca-file`, `--client-cert`, `--client-key`: shared by every command that sends requests.
 struct NetworkOptions: ParsableArguments {
     @Option(
         name: .customLong("ca-file"),
@@ -231,13 +256,17 @@ struct NetworkOptions: ParsableArguments {
     )
     var caFile: String?
 
+    @OptionGroup(title: "TLS client certificate (mutual TLS, RFC 8705)") var clientCertificateOptions: ClientCertificateOptions
+
     /// The HTTP client's configuration. The CA file comes from `--ca-file`, else the first of
     /// `LOGINKIT_CA_FILE`, `CURL_CA_BUNDLE` and `SSL_CERT_FILE` that is set (curl reads the last two
-    /// the same way); else `SSL_CERT_DIR` names a CA directory. TLS verification stays on.
+    /// the same way); else `SSL_CERT_DIR` names a CA directory. TLS verification stays on. The
+    /// client certificate is `--client-cert`'s, when given.
     ///
     /// - Throws: a usage failure (exit 2) when the CA file named does not exist or cannot be read.
     func clientConfiguration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> CurlHTTPClient.Configuration {
         var configuration = CurlHTTPClient.Configuration()
+        clientCertificateOptions.apply(to: &configuration)
         var candidates: [(String, String?)] = [("--ca-file", caFile)]
         for name in ["LOGINKIT_CA_FILE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"] { candidates.append(("$" + name, environment[name])) }
         for case let (origin, path?) in candidates where !path.isEmpty {

@@ -15,7 +15,7 @@ import Darwin
 #endif
 
 /// stderr, TTY detection, no-echo password input and the spinner.
-enum Terminal {
+package enum Terminal {
     private static let verboseFlag = Atomic<Bool>(false)
 
     /// Whether `--verbose` was given.
@@ -53,10 +53,20 @@ enum Terminal {
         return escaped.count > limit ? String(escaped.prefix(limit)) + "…" : escaped
     }
 
-    /// `word` as a POSIX shell reads it back as one word: single-quoted unless it is plain.
-    static func shellWord(_ word: String) -> String {
-        let plain = !word.isEmpty && word.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "/._-+,=@:".contains($0)) }
-        return plain ? word : "'" + word.replacing("'", with: "'\\''") + "'"
+    /// `word` as a POSIX shell reads it back as one word: single-quoted unless it is plain. Quoting
+    /// works on Unicode scalars, as the shell reads bytes: an apostrophe followed by a combining
+    /// mark is one `Character` to Swift but still ends a quoted string for the shell.
+    package static func shellWord(_ word: String) -> String {
+        let plainScalars = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,=@:".unicodeScalars)
+        let plain = !word.isEmpty && word.unicodeScalars.allSatisfy { plainScalars.contains($0) }
+        guard !plain else { return word }
+        var quoted = String.UnicodeScalarView()
+        quoted.append("'")
+        for scalar in word.unicodeScalars {
+            if scalar == "'" { quoted.append(contentsOf: "'\\''".unicodeScalars) } else { quoted.append(scalar) }
+        }
+        quoted.append("'")
+        return String(quoted)
     }
 
     /// stderr for library log lines: each line written as one line, its control characters escaped

@@ -101,19 +101,64 @@ package struct DPoPKey: Sendable, Hashable, Codable, CustomStringConvertible, Cu
     }
 
     /// RFC 9449 §4.3 htu: the URL without query and fragment, scheme and host lower-cased, default port
-    /// (80 for http, 443 for https) removed, empty path → "/". `nil` when `url` is not absolute http(s).
+    /// (80 for http, 443 for https) removed, dot segments removed from the path (RFC 3986 §5.2.4, as
+    /// libcurl removes them from the path it sends: `/a/../b` is `/b`), empty path → "/". `nil` when
+    /// `url` is not absolute http(s).
     ///
-    /// Percent-encoding is left as written; an IPv6 host keeps its brackets. A URL with user info,
-    /// whitespace or a bad port is `nil` (``URLParts``).
+    /// Percent-encoding is left as written, and a percent-encoded dot (`%2E`) is no dot segment; an
+    /// IPv6 host keeps its brackets. A URL with user info, whitespace or a bad port is `nil`
+    /// (``URLParts``).
     package static func htu(_ url: String) -> String? {
         guard let parts = URLParts(url) else { return nil }
         let pathAndQuery = Array(parts.pathAndQuery.utf8)
         let pathEnd = pathAndQuery.firstIndex(of: UInt8(ascii: "?")) ?? pathAndQuery.endIndex
-        let path = String(decoding: pathAndQuery[..<pathEnd], as: UTF8.self)
+        let path = removingDotSegments(pathAndQuery[..<pathEnd])
         var result = parts.scheme + "://"
         result += parts.host.utf8.contains(UInt8(ascii: ":")) ? "[" + parts.host + "]" : parts.host
         if let port = parts.port, port != (parts.scheme == "https" ? 443 : 80) { result += ":" + String(port) }
         return result + (path.isEmpty ? "/" : path)
+    }
+
+    /// RFC 3986 §5.2.4 remove_dot_segments of `path`'s UTF-8 bytes: only the literal segments `.`
+    /// and `..` are dots, a percent-encoded one (`%2E`) is kept as written.
+    static func removingDotSegments(_ path: ArraySlice<UInt8>) -> String {
+        let slash = UInt8(ascii: "/")
+        guard path.contains(UInt8(ascii: ".")) else { return String(decoding: path, as: UTF8.self) }
+        var input = path
+        var output: [UInt8] = []
+        /// Drops the last segment of `output` and the `/` before it (rule C).
+        func dropLastOutputSegment() {
+            if let last = output.lastIndex(of: slash) {
+                output.removeSubrange(last...)
+            } else {
+                output.removeAll()
+            }
+        }
+        while !input.isEmpty {
+            if input.starts(with: "../".utf8) {  // A
+                input = input.dropFirst(3)
+            } else if input.starts(with: "./".utf8) {  // A
+                input = input.dropFirst(2)
+            } else if input.starts(with: "/./".utf8) {  // B: "/./rest" becomes "/rest"
+                input = input.dropFirst(2)
+            } else if input.elementsEqual("/.".utf8) {  // B
+                input = [slash]
+            } else if input.starts(with: "/../".utf8) {  // C: "/../rest" becomes "/rest"
+                input = input.dropFirst(3)
+                dropLastOutputSegment()
+            } else if input.elementsEqual("/..".utf8) {  // C
+                input = [slash]
+                dropLastOutputSegment()
+            } else if input.elementsEqual(".".utf8) || input.elementsEqual("..".utf8) {  // D
+                input = []
+            } else {  // E: the first segment, with its leading "/", moves to the output
+                let searchStart = input.first == slash ? input.index(after: input.startIndex) : input.startIndex
+                let end = input[searchStart...].firstIndex(of: slash) ?? input.endIndex
+                output.append(contentsOf: input[..<end])
+                input = input[end...]
+            }
+        }
+        return String(decoding: output, as: UTF8.self)
     }
 
     /// base64url(SHA-256(token)), the `ath` value.

@@ -220,6 +220,36 @@ struct DPoPKeyTests {
             #expect(DPoPKey.htu(url) == nil, "\(url)")
         }
     }
+
+    /// libcurl sends the path with its dot segments removed (RFC 3986 §5.2.4): the proof names that
+    /// path. A percent-encoded dot is no dot segment, for libcurl as for `htu`.
+    @Test(arguments: [
+        ("https://api.test/a/../b", "https://api.test/b"),
+        ("https://api.test/a/./b/", "https://api.test/a/b/"),
+        ("https://api.test/../x", "https://api.test/x"),
+        ("https://api.test/a/%2E%2E/b", "https://api.test/a/%2E%2E/b"),
+        ("https://api.test/a/b/c/./../../g", "https://api.test/a/g"),
+        ("https://api.test/a/b/..?next=/../x", "https://api.test/a/"),
+        ("https://api.test/a/..", "https://api.test/"),
+        ("https://api.test/.", "https://api.test/"),
+        ("https://api.test/a/.b/..c/", "https://api.test/a/.b/..c/"),
+    ])
+    func htuRemovesDotSegmentsFromThePath(_ url: String, _ expected: String) {
+        #expect(DPoPKey.htu(url) == expected)
+        #expect(DPoPKey.htu(expected) == expected)
+    }
+
+    @Test func aProofMadeForAPathWithDotSegmentsVerifiesForThePathSent() throws {
+        let key = try DPoPKey.generate()
+        let proof = try key.proof(method: "GET", url: "https://api.test/a/../b", nonce: nil, accessToken: nil, now: Self.now)
+        let claims = try #require(try JSONValue.parse(CompactJWS(parsing: proof).payload).objectValue)
+        #expect(claims["htu"] == .string("https://api.test/b"))
+        let verified = try DPoPProofVerifier().verify(proof, method: "GET", url: "https://api.test/b", now: Self.now)
+        #expect(verified.thumbprint == key.thumbprint)
+        #expect(throws: DPoPProofVerifier.Failure.self) {
+            try DPoPProofVerifier().verify(proof, method: "GET", url: "https://api.test/a/b", now: Self.now)
+        }
+    }
 }
 
 extension JSONValue {

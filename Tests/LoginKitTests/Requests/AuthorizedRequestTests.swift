@@ -64,6 +64,43 @@ struct AuthorizedRequestTests {
         }
     }
 
+    /// A client-credentials API that issues access-1 every time, a second after it was asked (it
+    /// moves the manual clock on); requests over `httpTransport`.
+    struct SameTokenClientAPI: ClientCredentialsAPI, AuthorizedRequestAPI {
+        let httpTransport: any HTTPTransport
+        let clock: ManualClock
+        let dpopNonces = DPoPNonces()
+        let issued = LockedState(0)
+        var source: CredentialSource { Race.source }
+        func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
+        func refresh(_ credentials: Credentials) async throws -> Credentials { throw CancellationError() }
+        func revoke(_ credentials: Credentials) async throws -> Bool { false }
+        func clientCredentials(scope: String?) async throws -> Credentials {
+            issued.withLock { $0 += 1 }
+            clock.advance(by: .seconds(1))
+            return Race.credentials(1, issuedAt: Race.t0)
+        }
+    }
+
+    /// Refreshes answered at once: refresh `n` (from 1) brings access-`n`, issued at the clock's
+    /// time; authorized requests over `httpTransport`.
+    struct ImmediateResourceAPI: AuthorizedRequestAPI {
+        let httpTransport: any HTTPTransport
+        let clock: ManualClock
+        let dpopNonces = DPoPNonces()
+        let refreshes = LockedState(0)
+        var source: CredentialSource { Race.source }
+        func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
+        func refresh(_ credentials: Credentials) async throws -> Credentials {
+            let number = refreshes.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            return Race.credentials(number, issuedAt: clock.now)
+        }
+        func revoke(_ credentials: Credentials) async throws -> Bool { false }
+    }
+
     /// An API that cannot send authorized requests.
     struct TokensOnlyAPI: AuthAPI {
         var source: CredentialSource { Race.source }
@@ -281,15 +318,96 @@ struct AuthorizedRequestTests {
         let refused = Self.unauthorized(#"Bearer error="invalid_token""#)
         let transport = ScriptedResourceTransport([refused, Self.ok, refused, refused])
         let api = NumberingClientAPI(httpTransport: transport)
-        let tokens = ClientCredentialsTokens(api: api, store: InMemoryTokenStore(), clock: ManualClock(start: Self.now))
+        let clock = ManualClock(start: Self.now)
+        let tokens = ClientCredentialsTokens(api: api, store: InMemoryTokenStore(), clock: clock)
         let (response, _) = try await tokens.send(Self.request)
         #expect(response.status == .ok)
         #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-1", "Bearer access-2"])
-        // Refused again after the replacement: that answer is returned, and one token more was asked for.
+        // Refused again, 31 s after the replacement: the token is replaced once more, and the answer
+        // to the retry is returned.
+        clock.advance(by: .seconds(31))
         let (again, _) = try await tokens.send(Self.request)
         #expect(again.status == .unauthorized)
         #expect(transport.sent.map { $0.headerFields[.authorization] }.suffix(2) == ["Bearer access-2", "Bearer access-3"])
         #expect(api.issued.withLock { $0 } == 3)
+    }
+
+    /// A provider that issues the same token again: after a refusal, the token issued again is not
+    /// what was refused, so the request is sent with it, and it is kept — not asked for per call.
+    @Test func aServicesTokenIssuedAgainAfterARefusalIsUsedAndKept() async throws {
+        let transport = ScriptedResourceTransport([Self.unauthorized(#"Bearer error="invalid_token""#), Self.ok])
+        let clock = ManualClock(start: Self.now)
+        let api = SameTokenClientAPI(httpTransport: transport, clock: clock)
+        let tokens = ClientCredentialsTokens(api: api, store: InMemoryTokenStore(), clock: clock)
+        let (response, _) = try await tokens.send(Self.request)
+        #expect(response.status == .ok)
+        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-1", "Bearer access-1"])
+        for _ in 0..<3 { #expect(try await tokens.accessToken() == "access-1") }
+        #expect(api.issued.withLock { $0 } == 2)
+    }
+
+    /// A token obtained for a refusal and refused again within 30 s of its issue is not replaced
+    /// again: the 401 is returned, nothing asked for. 31 s after its issue, it is.
+    @Test func aServicesTokenJustObtainedForARefusalIsNotReplacedAgainForThirtySeconds() async throws {
+        let refused = Self.unauthorized(#"Bearer error="invalid_token""#)
+        let transport = ScriptedResourceTransport(Array(repeating: refused, count: 6))
+        let api = NumberingClientAPI(httpTransport: transport)
+        let clock = ManualClock(start: Self.now)
+        let tokens = ClientCredentialsTokens(api: api, store: InMemoryTokenStore(), clock: clock)
+        #expect(try await tokens.send(Self.request).0.status == .unauthorized)  // access-1 refused, then access-2
+        for _ in 0..<2 {
+            clock.advance(by: .seconds(1))
+            #expect(try await tokens.send(Self.request).0.status == .unauthorized)
+        }
+        #expect(api.issued.withLock { $0 } == 2)
+        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-1", "Bearer access-2", "Bearer access-2", "Bearer access-2"])
+        clock.advance(by: .seconds(29))  // 31 s after access-2 was issued
+        #expect(try await tokens.send(Self.request).0.status == .unauthorized)
+        #expect(api.issued.withLock { $0 } == 3)
+        #expect(transport.sent.map { $0.headerFields[.authorization] }.suffix(2) == ["Bearer access-2", "Bearer access-3"])
+    }
+
+    /// A resource server that refuses every token: the token a forced refresh brought is not
+    /// refreshed again within 30 s of that refresh — each call returns the 401 — so the provider
+    /// sees one refresh, not one per call. 31 s later a refusal refreshes again.
+    @Test func aTokenJustIssuedByAForcedRefreshIsNotRefreshedAgain() async throws {
+        let refused = Self.unauthorized(#"Bearer error="invalid_token""#)
+        let transport = ScriptedResourceTransport(Array(repeating: refused, count: 6))
+        let clock = ManualClock(start: Self.now)
+        let api = ImmediateResourceAPI(httpTransport: transport, clock: clock)
+        let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0))])
+        let service = AuthService(api: api, store: store, clock: clock)
+        for _ in 0..<3 {
+            let (response, body) = try await service.send(Self.request)
+            #expect(response.status == .unauthorized)
+            #expect(body == Data("refused".utf8))
+            clock.advance(by: .seconds(1))
+        }
+        #expect(api.refreshes.withLock { $0 } == 1)
+        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-0", "Bearer access-1", "Bearer access-1", "Bearer access-1"])
+        clock.advance(by: .seconds(28))  // 31 s after the forced refresh
+        let (response, _) = try await service.send(Self.request)
+        #expect(response.status == .unauthorized)
+        #expect(api.refreshes.withLock { $0 } == 2)
+        #expect(transport.sent.map { $0.headerFields[.authorization] }.suffix(2) == ["Bearer access-1", "Bearer access-2"])
+    }
+
+    /// The same across processes (two services on one store): the mark of the forced refresh is
+    /// in the store, so the second process's refusal of that token refreshes nothing either.
+    @Test func aTokenJustIssuedByAForcedRefreshIsNotRefreshedAgainByAnotherProcess() async throws {
+        let refused = Self.unauthorized(#"Bearer error="invalid_token""#)
+        let transport = ScriptedResourceTransport(Array(repeating: refused, count: 4))
+        let clock = ManualClock(start: Self.now)
+        let api = ImmediateResourceAPI(httpTransport: transport, clock: clock)
+        let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0))])
+        let first = AuthService(api: api, store: store, clock: clock)
+        let second = AuthService(api: api, store: store, clock: clock)
+        #expect(try await first.send(Self.request).0.status == .unauthorized)
+        #expect(try await store.profile(named: "default")?.attributes[AuthService.forcedRefreshAttribute] != nil)
+        clock.advance(by: .seconds(1))
+        #expect(try await second.send(Self.request).0.status == .unauthorized)
+        #expect(api.refreshes.withLock { $0 } == 1)
+        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-0", "Bearer access-1", "Bearer access-1"])
     }
 
     // MARK: Refused before anything is sent

@@ -1,3 +1,4 @@
+import LoginKitCurl
 import LoginKitHTTP
 import LoginKitJOSE
 
@@ -29,7 +30,8 @@ extension OAuth2API {
     /// `.automatic` the one chosen from the configuration and the provider's metadata.
     ///
     /// - Throws: what ``metadata()`` throws, and `LoginError` `.invalidConfiguration` when the
-    ///   configured method lacks what it needs (a key for `private_key_jwt`, a secret for the others).
+    ///   configured method lacks what it needs (a key for `private_key_jwt`, a secret for the
+    ///   `client_secret_…` methods).
     package func clientAuthenticationMethodInUse() async throws -> ClientAuthenticationMethod {
         try Self.method(for: configuration, supported: await metadata().tokenEndpointAuthMethodsSupported) ?? .automatic
     }
@@ -46,10 +48,13 @@ extension OAuth2API {
     }
 
     /// The configured method, or the automatic choice; `nil` for a public client (no secret of its
-    /// own, no key).
+    /// own, no key, no TLS client authentication).
     static func method(for configuration: Configuration, supported: [String]?) throws -> ClientAuthenticationMethod? {
         let method = configuration.clientAuthenticationMethod
         switch method {
+        case .tlsClientAuth, .selfSignedTLSClientAuth:
+            // The transport's certificate is the credential (RFC 8705 §2): nothing here to check.
+            return method
         case .privateKeyJWT:
             guard configuration.clientAssertionKey != nil else {
                 throw LoginError(
@@ -104,6 +109,10 @@ extension OAuth2API {
             return .assertion(id: id, ClientAssertionMaker(signer: signer, audience: audience, lifetime: configuration.clientAssertionLifetime, now: now))
         }
         switch (method, configuration.ownClientSecret, configuration.clientAssertionKey) {
+        case (.tlsClientAuth, _, _), (.selfSignedTLSClientAuth, _, _):
+            // The certificate authenticates the client on the TLS connection: the form names the
+            // client and carries no secret, whatever else is configured (RFC 8705 §2).
+            return .none(id: id)
         case (.privateKeyJWT, _, let key?):
             return try assertion(.privateKey(key))
         case (.clientSecretJWT, let secret?, _):
@@ -121,6 +130,42 @@ extension OAuth2API {
         default:
             return .none(id: id)
         }
+    }
+
+    /// Refuses a token response whose access token is bound to another TLS client certificate
+    /// than the one this client presents (RFC 8705 §3: a JWT whose `cnf` names `x5t#S256`): no
+    /// request over this transport could use it. The presented certificate is
+    /// ``Configuration/clientCertificateThumbprint``'s, else the one the API's `CurlHTTPClient`
+    /// presents. An opaque token, a token bound to none, or a client that presents no certificate:
+    /// nothing to check.
+    ///
+    /// - Throws: `ServerError` `.malformedResponse`.
+    func requireCertificateBinding(of accessToken: String?) throws {
+        guard let accessToken, let bound = Self.certificateThumbprint(boundTo: accessToken),
+            let presented = configuration.clientCertificateThumbprint ?? presentedCertificateThumbprint()
+        else { return }
+        guard bound == presented else {
+            throw ServerError(
+                .malformedResponse,
+                "\(host) issued an access token bound to another certificate (cnf x5t#S256 \"\(printableExcerpt(bound, limit: 64))\") than the TLS client certificate this client presents (\(presented)); no request with it could use the token"
+            )
+        }
+    }
+
+    /// The `x5t#S256` of `accessToken`'s `cnf` claim (RFC 8705 §3.1) when it is a JWT that has
+    /// one, read without verification (the token is the resource server's to verify); `nil` for
+    /// an opaque token.
+    static func certificateThumbprint(boundTo accessToken: String) -> String? {
+        guard let jws = try? CompactJWS(parsing: accessToken), let payload = try? JSONValue.parse(jws.payload) else { return nil }
+        return payload["cnf"]?["x5t#S256"]?.stringValue
+    }
+
+    /// The thumbprint of the certificate the API's `CurlHTTPClient` presents
+    /// (`TLS.clientCertificate`); `nil` for another transport, no certificate, or a file that holds
+    /// none (libcurl then fails the connection itself).
+    private func presentedCertificateThumbprint() -> String? {
+        guard let path = (httpTransport as? CurlHTTPClient)?.configuration.tls.clientCertificate else { return nil }
+        return try? CertificateThumbprint.sha256(pemCertificateFile: path)
     }
 
     /// `scheme://host:port`, the port made explicit; `nil` for what is not an absolute URL.
@@ -160,6 +205,14 @@ extension OAuth2API {
     }
 }
 
+extension OAuth2API.ClientAuthenticationMethod {
+    /// `tls_client_auth` or `self_signed_tls_client_auth`: the client authenticates with the TLS
+    /// client certificate its transport presents, and calls the provider's `mtls_endpoint_aliases`.
+    var usesTLSClientCertificate: Bool {
+        self == .tlsClientAuth || self == .selfSignedTLSClientAuth
+    }
+}
+
 extension OAuth2API.Configuration {
     /// ``clientSecret``, unless ``clientSecretOwner`` names another client or issuer: a secret is
     /// only ever sent as the client, and to the issuer, it was given for.
@@ -172,7 +225,8 @@ extension OAuth2API.Configuration {
 extension StoredProfile {
     /// The attribute that records how the profile's client authenticates: an
     /// `OAuth2API.ClientAuthenticationMethod` raw value (`client_secret_basic`, `client_secret_post`,
-    /// `client_secret_jwt`, `private_key_jwt`) or ``publicClientAuthentication``.
+    /// `client_secret_jwt`, `private_key_jwt`, `tls_client_auth`, `self_signed_tls_client_auth`) or
+    /// ``publicClientAuthentication``.
     package static let clientAuthenticationAttribute = "client_auth"
 
     /// ``clientAuthenticationAttribute``'s value for a public client: `none`.
@@ -183,9 +237,9 @@ extension StoredProfile {
     /// profile is refreshed or revoked.
     ///
     /// Only for an OpenID Connect profile of that client and issuer, whose login recorded a
-    /// secret method. A profile that recorded `none` (a public client) or `private_key_jwt` takes
-    /// none; one that recorded nothing takes one only for a client-credentials login, or when the
-    /// secret names its client.
+    /// secret method. A profile that recorded `none` (a public client), `private_key_jwt` or a TLS
+    /// client certificate method takes none; one that recorded nothing takes one only for a
+    /// client-credentials login, or when the secret names its client.
     package func acceptsClientSecret(clientID: String?, issuer: String?) -> Bool {
         Self.acceptsClientSecret(source: source, attributes: attributes, from: OAuth2API.ClientSecretOwner(clientID: clientID, issuer: issuer))
     }

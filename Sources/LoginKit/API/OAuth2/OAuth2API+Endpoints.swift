@@ -48,14 +48,22 @@ extension OAuth2API {
 
 extension OAuth2API.Metadata {
     /// The metadata from a discovery `document` (empty when discovery is off), the configuration's
-    /// explicit endpoints winning over it.
+    /// explicit endpoints winning over it. A client that authenticates with a TLS client
+    /// certificate sends every request to the endpoints' `mtls_endpoint_aliases` where the document
+    /// lists them (RFC 8705 §5).
     ///
     /// - Throws: `ServerError` `.misconfigured` when the discovery document has no token endpoint
-    ///   and none is configured; `LoginError` `.invalidConfiguration` when discovery is off and no
-    ///   token endpoint is configured.
+    ///   and none is configured, or, for a TLS client authentication method, when its
+    ///   `mtls_endpoint_aliases` is not an object or names an endpoint that is not an absolute https
+    ///   URL (http only to a loopback host); `LoginError` `.invalidConfiguration` when discovery is
+    ///   off and no token endpoint is configured.
     init(document: [String: JSONValue], configuration: OAuth2API.Configuration, host: String) throws {
         let explicit = configuration.endpoints
-        func string(_ name: String) -> String? { document[name]?.stringValue }
+        let usesAliases = configuration.clientAuthenticationMethod.usesTLSClientCertificate
+        let aliases = try Self.mtlsEndpointAliases(in: document, host: host, checked: usesAliases)
+        func string(_ name: String) -> String? {
+            (usesAliases ? aliases[name] : nil) ?? document[name]?.stringValue
+        }
         func strings(_ name: String) -> [String]? { document[name]?.arrayValue?.compactMap(\.stringValue) }
         guard let tokenEndpoint = explicit.token ?? string("token_endpoint") else {
             guard configuration.usesDiscovery else {
@@ -82,5 +90,43 @@ extension OAuth2API.Metadata {
         pushedAuthorizationRequestEndpoint = string("pushed_authorization_request_endpoint")
         requiresPushedAuthorizationRequests = document["require_pushed_authorization_requests"]?.boolValue ?? false
         dpopSigningAlgValuesSupported = strings("dpop_signing_alg_values_supported")
+        mtlsEndpointAliases = aliases
+    }
+
+    /// The endpoints RFC 8705 §5 aliases that LoginKit calls.
+    static let aliasedEndpoints: Set<String> = [
+        "token_endpoint", "revocation_endpoint", "device_authorization_endpoint", "pushed_authorization_request_endpoint",
+        "userinfo_endpoint",
+    ]
+
+    /// The URLs `document`'s `mtls_endpoint_aliases` gives ``aliasedEndpoints``; empty when it
+    /// lists none. Unless `checked`, what is not a string there is left out; when `checked` (the
+    /// client will send its certificate and its bound tokens there), an alias must be an absolute
+    /// https URL, or http to a loopback host as a provider under test serves them.
+    ///
+    /// - Throws: `ServerError` `.misconfigured` when `checked` and `mtls_endpoint_aliases` is not an
+    ///   object or an alias is no such URL, naming the endpoint.
+    private static func mtlsEndpointAliases(in document: [String: JSONValue], host: String, checked: Bool) throws -> [String: String] {
+        guard let member = document["mtls_endpoint_aliases"], member != .null else { return [:] }
+        guard let object = member.objectValue else {
+            guard !checked else {
+                throw ServerError(.misconfigured, "\(host)'s mtls_endpoint_aliases is not a JSON object (RFC 8705 §5)")
+            }
+            return [:]
+        }
+        var aliases: [String: String] = [:]
+        for (name, value) in object.sorted(by: { $0.key < $1.key }) where aliasedEndpoints.contains(name) {
+            let url = value.stringValue
+            if checked {
+                guard let url, let parts = URLParts(url), parts.scheme == "https" || parts.isLoopback else {
+                    let shown = url.map { TokenEndpoint.quoted(url: $0) } ?? "a value that is not a string"
+                    throw ServerError(
+                        .misconfigured,
+                        "\(host)'s mtls_endpoint_aliases gives \(name) \(shown), which is not an absolute https URL (RFC 8705 §5)")
+                }
+            }
+            aliases[name] = url
+        }
+        return aliases
     }
 }

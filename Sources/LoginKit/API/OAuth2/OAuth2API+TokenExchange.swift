@@ -132,6 +132,7 @@ extension OAuth2API {
         guard credentials.accessToken != nil, let issuedType = json?["issued_token_type"]?.stringValue, !issuedType.isEmpty else {
             throw ServerError(.malformedResponse, "\(host) sent a token exchange response without access_token or issued_token_type (RFC 8693 §2.2.1)")
         }
+        try requireCertificateBinding(of: credentials.accessToken)
         credentials.issuedAt = now()
         credentials.proofKey = proofKey
         return ExchangedToken(credentials: credentials, issuedTokenType: issuedType)

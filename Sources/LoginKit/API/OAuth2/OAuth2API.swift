@@ -9,7 +9,9 @@ import LoginKitJOSE
 /// OAuth 2.0 / OpenID Connect: discovery, the `password`, `refresh_token`, `client_credentials` and
 /// device-code grants, token exchange (RFC 8693), resource indicators (RFC 8707), revocation
 /// (RFC 7009); the client authenticates with `client_secret_basic`, `client_secret_post`,
-/// `private_key_jwt` or `client_secret_jwt` (RFC 7523), chosen explicitly or from discovery.
+/// `private_key_jwt` or `client_secret_jwt` (RFC 7523), chosen explicitly or from discovery, or with
+/// a TLS client certificate (RFC 8705 `tls_client_auth`, `self_signed_tls_client_auth`, chosen
+/// explicitly: ``Configuration/clientAuthenticationMethod``).
 /// Tokens can be bound to a key (DPoP, RFC 9449: ``Configuration/dpopAlgorithm``), and browser
 /// sign-ins pushed to the provider first (PAR, RFC 9126: ``Configuration/pushesAuthorizationRequests``).
 ///
@@ -77,6 +79,13 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         /// provider without the endpoint is a `ServerError` `.misconfigured`. `false`: never, and a
         /// provider that requires it is a `LoginError` `.invalidConfiguration`.
         public var pushesAuthorizationRequests: Bool?
+        /// The RFC 8705 thumbprint (`x5t#S256`: `CertificateThumbprint.sha256`) of the TLS client
+        /// certificate the transport presents. A token response whose access token is bound to
+        /// another certificate (a JWT whose `cnf` names another `x5t#S256`) is refused: no request
+        /// over this transport could use the token. Default `nil`: the thumbprint of the
+        /// certificate the API's `CurlHTTPClient` presents (`TLS.clientCertificate`), read when
+        /// such a token arrives; nothing is checked when it presents none.
+        package var clientCertificateThumbprint: String?
 
         /// A public client (no secret) or a confidential one of `issuer`; every other setting keeps
         /// its default (discovery on, ID tokens verified, `client_secret_basic`).
@@ -99,6 +108,16 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         /// A JWT signed HS256 with the client secret (OpenID Connect Core §9); needs a secret of at
         /// least 32 bytes.
         case clientSecretJWT = "client_secret_jwt"
+        /// Mutual TLS with a certificate from a CA the provider trusts, registered by its subject
+        /// (RFC 8705 §2.1). The certificate the transport presents authenticates the client
+        /// (`CurlHTTPClient.TLS.clientCertificate` and `clientKey`): requests name the client with
+        /// `client_id` and carry no secret, and go to the provider's `mtls_endpoint_aliases` where
+        /// it lists them (RFC 8705 §5). The tokens may then be bound to the certificate (§3).
+        /// Never chosen by ``automatic``.
+        case tlsClientAuth = "tls_client_auth"
+        /// Mutual TLS with a self-signed certificate the client registered with the provider
+        /// (RFC 8705 §2.2); otherwise as ``tlsClientAuth``.
+        case selfSignedTLSClientAuth = "self_signed_tls_client_auth"
         /// Chosen from the configuration and discovery (see ``Configuration/clientAuthenticationMethod``).
         case automatic
     }
@@ -144,6 +163,12 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         package internal(set) var requiresPushedAuthorizationRequests = false
         /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1), when listed.
         package internal(set) var dpopSigningAlgValuesSupported: [String]? = nil
+        /// `mtls_endpoint_aliases` (RFC 8705 §5): the URLs the provider serves an endpoint at with
+        /// mutual TLS, by the endpoint's metadata name (`token_endpoint`, `revocation_endpoint`,
+        /// `device_authorization_endpoint`, `pushed_authorization_request_endpoint`,
+        /// `userinfo_endpoint`); empty when it lists none. With a TLS client authentication method
+        /// they replace the endpoints above (each one configured explicitly still wins).
+        package internal(set) var mtlsEndpointAliases: [String: String] = [:]
     }
 
     /// The configuration.
@@ -322,6 +347,7 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         var credentials = try await TokenEndpoint.credentials(
             from: json, host: host, issuer: configuration.issuer, now: now(), verifier: verifier, previous: previous
         )
+        try requireCertificateBinding(of: credentials.accessToken)
         credentials.proofKey = proofKey
         // A provider with no JWKS (OAuth2-only) that sends a new ID token anyway: nothing can verify it.
         if configuration.verifiesIDTokens, verifier == nil, let idToken = credentials.idToken, idToken != previous?.idToken {

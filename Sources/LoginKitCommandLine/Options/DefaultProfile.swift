@@ -1,0 +1,71 @@
+// Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
+#if CLI
+import LoginKit
+
+/// The store's default profile (`loginkit profiles default NAME`): the profile whose attribute
+/// `default` is `"true"`. It lives in the store itself — any store, file or database, through the
+/// `TokenStore` protocol — and is changed in one transaction under the store's lock, so that at
+/// most one profile holds it and concurrent processes see the store's answer, never a file of
+/// their own half-written.
+///
+/// A login replaces its profile's attributes: ``keep(_:wasDefault:in:)`` marks the profile again
+/// afterwards when it was the default before and no other profile became it meanwhile.
+enum DefaultProfile {
+    /// The attribute, and its value on the default profile.
+    static let attribute = "default"
+    static let marked = "true"
+
+    /// The default profile's name, or `nil`. Target profiles (``parent(ofTarget:)``) never are.
+    ///
+    /// - Throws: what reading the store throws.
+    static func name(in store: any TokenStore) async throws -> String? {
+        for name in try await store.profileNames() where parent(ofTarget: name) == nil {
+            if try await store.profile(named: name)?.attributes[attribute] == marked { return name }
+        }
+        return nil
+    }
+
+    /// Whether `profile` is marked as the default.
+    static func isDefault(_ profile: StoredProfile?) -> Bool {
+        profile?.attributes[attribute] == marked
+    }
+
+    /// Makes `name` the default — or, with `nil`, leaves the store without one — in one
+    /// transaction: every other profile loses the mark.
+    ///
+    /// - Returns: `false` (and changes nothing) when there is no profile `name`.
+    /// - Throws: what the store throws.
+    @discardableResult
+    static func set(_ name: String?, in store: any TokenStore) async throws -> Bool {
+        try await store.withExclusiveAccess { transaction in
+            if let name, transaction[name] == nil { return false }
+            for other in transaction.profiles.keys where other != name && isDefault(transaction[other]) {
+                transaction[other]?.attributes[attribute] = nil
+            }
+            if let name, !isDefault(transaction[name]) { transaction[name]?.attributes[attribute] = marked }
+            return true
+        }
+    }
+
+    /// After a login into `name` (which replaced its attributes): marks it again when it
+    /// `wasDefault` and no profile holds the mark now.
+    ///
+    /// - Throws: what the store throws.
+    static func keep(_ name: String, wasDefault: Bool, in store: any TokenStore) async throws {
+        guard wasDefault else { return }
+        try await store.withExclusiveAccess { transaction in
+            guard transaction[name] != nil, !transaction.profiles.values.contains(where: { isDefault($0) }) else { return }
+            transaction[name]?.attributes[attribute] = marked
+        }
+    }
+
+    /// The profile whose client-credentials token for a target `name` holds, when `name` is one
+    /// (`<profile>#<32 hex digits>`, as `ClientCredentialsTokens` names them); `nil` otherwise.
+    static func parent(ofTarget name: String) -> String? {
+        guard let hash = name.lastIndex(of: "#") else { return nil }
+        let digits = name[name.index(after: hash)...]
+        guard digits.count == 32, digits.unicodeScalars.allSatisfy({ ("0"..."9").contains($0) || ("a"..."f").contains($0) }) else { return nil }
+        return String(name[..<hash])
+    }
+}
+#endif
