@@ -223,6 +223,7 @@ let package = Package(
             name: "LoginKitTests",
             dependencies: [
                 "LoginKit", "LoginKitHTTP", "LoginKitJOSE", "LoginKitDevServer", "LoginKitMocks", "LoginKitTestSupport",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "PropertyBased", package: "swift-property-based", condition: when("Development")),
             ],
             swiftSettings: strict

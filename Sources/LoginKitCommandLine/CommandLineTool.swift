@@ -1,6 +1,7 @@
 // Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
 #if CLI
 import ArgumentParser
+import Dispatch
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -44,6 +45,20 @@ struct LoginKitCommand: AsyncParsableCommand {
 package enum LoginKitCLI {
     /// This CLI's version, checked against version policies: the next release (0.3.0) while it is being made.
     package static let version = SemanticVersion(major: 0, minor: 3, patch: 0, preRelease: ["dev"])
+
+    /// Runs the tool — ``main(fleet:)`` — from an executable's synchronous `main`, and never
+    /// returns. First, on the main thread and before any of the process's code runs on the
+    /// concurrency runtime's threads (which block most signals), it records the signal mask the
+    /// process was started with: what `exec` hands the command it runs.
+    ///
+    /// - Parameter fleet: as for ``main(fleet:)``.
+    package static func start(fleet: (any FleetStoreOpener)?) -> Never {
+        ProcessReplacement.recordStartingSignalMask()
+        Task {
+            await main(fleet: fleet)
+        }
+        dispatchMain()
+    }
 
     /// Runs the tool with `arguments` (without the executable's name) and exits.
     ///

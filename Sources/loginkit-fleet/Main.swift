@@ -6,8 +6,10 @@ import LoginKitCommandLine
 /// `loginkit` runs it in its own place when the store is a database (docs/fleet.md).
 @main
 enum LoginKitFleetMain {
-    static func main() async {
-        await LoginKitCLI.main(fleet: PostgresStoreOpener())
+    /// Synchronous: the tool records the signal mask the process started with before anything
+    /// runs on the concurrency runtime's threads (`LoginKitCLI.start(fleet:)`).
+    static func main() {
+        LoginKitCLI.start(fleet: PostgresStoreOpener())
     }
 }
 #else

@@ -6,8 +6,10 @@ import LoginKitCommandLine
 /// handed to `loginkit-fleet`, so that this executable links no swift-nio.
 @main
 enum LoginKitMain {
-    static func main() async {
-        await LoginKitCLI.main(fleet: nil)
+    /// Synchronous: the tool records the signal mask the process started with before anything
+    /// runs on the concurrency runtime's threads (`LoginKitCLI.start(fleet:)`).
+    static func main() {
+        LoginKitCLI.start(fleet: nil)
     }
 }
 #else

@@ -10,9 +10,9 @@ import Testing
 @Suite(.timeLimit(.minutes(2)))
 struct ExecCLITests {
     @Test func theCommandGetsAValidTokenAndItsExitStatusIsTheCommands() async throws {
-        try await withLoggedInStore { server, storePath in
+        try await withDemoLoggedIn { server, _, storePath in
             let store = ["--store", storePath]
-            let token = try await Self.storedToken(storePath)
+            let token = try await storedAccessToken(storePath)
             let counted = try await loginkit(["exec"] + store + ["--", "/bin/sh", "-c", #"printf %s "$LOGINKIT_ACCESS_TOKEN" | wc -c"#])
             #expect(counted.status == 0, "\(counted.stderr)")
             #expect(Int(counted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == token.utf8.count)
@@ -29,14 +29,14 @@ struct ExecCLITests {
     }
 
     @Test func theCommandGetsNoSecretOfLoginKitAndNoDescriptorItOpened() async throws {
-        try await withLoggedInStore { _, storePath in
+        try await withDemoLoggedIn { _, _, storePath in
             let secrets = ["LOGINKIT_CLIENT_SECRET": "client-secret-for-loginkit-only", "PGPASSWORD": "database-password-for-loginkit-only"]
             let environment = try await loginkit(["exec", "--store", storePath, "--", "env"], environment: secrets)
             #expect(environment.status == 0, "\(environment.stderr)")
             let lines = environment.stdout.split(separator: "\n").map(String.init)
             #expect(!lines.contains { $0.hasPrefix("LOGINKIT_CLIENT_SECRET=") || $0.hasPrefix("PGPASSWORD=") })
             #expect(!environment.stdout.contains("for-loginkit-only"))
-            #expect(lines.contains("LOGINKIT_ACCESS_TOKEN=\(try await Self.storedToken(storePath))"))
+            #expect(lines.contains("LOGINKIT_ACCESS_TOKEN=\(try await storedAccessToken(storePath))"))
 
             // ls's own directory descriptor is 3 when nothing above 2 leaked into it.
             let descriptors = try await loginkit(["exec", "--store", storePath, "--", "ls", "/proc/self/fd"])
@@ -46,8 +46,8 @@ struct ExecCLITests {
     }
 
     @Test func anExpiredTokenIsRefreshedOnceBeforeTheCommandRuns() async throws {
-        try await withLoggedInStore { server, storePath in
-            let first = try await Self.storedToken(storePath)
+        try await withDemoLoggedIn { server, _, storePath in
+            let first = try await storedAccessToken(storePath)
             try await expireStoredCredentials(in: IDTokenStore(path: storePath))
             server.expireAccessTokens()
             let before = server.monitor.requestCount(path: "/oauth/token")
@@ -60,7 +60,7 @@ struct ExecCLITests {
     }
 
     @Test func aCommandThatCannotRunFailsAsAShellSays() async throws {
-        try await withLoggedInStore { _, storePath in
+        try await withDemoLoggedIn { _, _, storePath in
             let store = ["--store", storePath]
             let missing = try await loginkit(["exec"] + store + ["--", "loginkit-test-no-such-command"])
             #expect(missing.status == 127)
@@ -82,21 +82,22 @@ struct ExecCLITests {
         }
     }
 
-    private func withLoggedInStore(_ body: (DevServer, String) async throws -> Void) async throws {
-        try await withTemporaryDirectory { directory in
-            try await DevServer.withServer(configuration: .quiet) { server in
-                let storePath = directory + "/tokens.json"
-                let login = try await loginkit(
-                    ["login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin", "--store", storePath],
-                    input: "demo\n")
-                try #require(login.status == 0, "\(login.stderr)")
-                try await body(server, storePath)
-            }
+    /// The command starts with the signal mask `loginkit` was started with — a signal its caller
+    /// blocked stays blocked (perl blocks SIGUSR1, then replaces itself with `loginkit`) — and with
+    /// none of those the runtime's threads block.
+    @Test func theCommandGetsTheSignalMaskLoginKitWasStartedWith() async throws {
+        let perl = "/usr/bin/perl"
+        try #require(FileManager.default.isExecutableFile(atPath: perl), "Debian's perl-base (an essential package) blocks the signal")
+        try await withDemoLoggedIn { _, _, storePath in
+            let command = ["exec", "--store", storePath, "--", "grep", "SigBlk", "/proc/self/status"]
+            let executable = try loginkitPath()
+            let blocking = ["-MPOSIX", "-e", "sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGUSR1)) or die; exec @ARGV or die", executable]
+            let blocked = try await loginkit(blocking + command, executable: perl)
+            #expect(blocked.status == 0, "\(blocked.stderr)")
+            #expect(blocked.stdout == "SigBlk:\t0000000000000200\n", "SIGUSR1 (10) is bit 9")
+            let unblocked = try await loginkit(command)
+            #expect(unblocked.status == 0, "\(unblocked.stderr)")
+            #expect(unblocked.stdout == "SigBlk:\t0000000000000000\n")
         }
-    }
-
-    private static func storedToken(_ storePath: String) async throws -> String {
-        let profile = try await IDTokenStore(path: storePath).profile(named: "default")
-        return try #require(profile?.credentials.accessToken)
     }
 }

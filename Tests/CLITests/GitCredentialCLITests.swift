@@ -82,6 +82,7 @@ struct GitCredentialCLITests {
 
     @Test func getAnswersTheUsernameTheTokenAndItsExpiryOnly() async throws {
         try await GitRig.with { rig in
+            try await rig.serve(["git.example", "127.0.0.1:8080"])
             let request = "protocol=https\nhost=git.example\npath=team/repo.git\n\n"
             let credentials = try await rig.storedCredentials()
             let token = try #require(credentials.accessToken)
@@ -123,12 +124,78 @@ struct GitCredentialCLITests {
             #expect(notKeyValue.status == 2 && notKeyValue.stdout.isEmpty)
         }
     }
+
+    /// A helper git runs for every host (a `credential.helper` without one), or in a cloned
+    /// repository holding a `.loginkit`, answers only for the hosts the profile serves: the host as
+    /// git names it, lower-cased, with its port.
+    @Test func getAnswersOnlyForAHostTheProfileServes() async throws {
+        try await GitRig.with { rig in
+            try await logInDemo(at: rig.server, ["--store", rig.storePath, "--profile", "work"])
+            try await rig.serve(["git.example"], profile: "work")
+            let token = try await rig.accessToken(of: "work")
+
+            let evil = try await rig.helper(["--profile", "work", "get"], input: "protocol=https\nhost=evil.example\n\n")
+            #expect(evil.status == 0, "\(evil.stderr)")
+            #expect(evil.stdout.isEmpty, "work's token went to evil.example")
+            #expect(evil.stderr.contains("configure --host evil.example --profile work"), "\(evil.stderr)")
+
+            let upper = try await rig.helper(["--profile", "work", "get"], input: "protocol=https\nhost=GIT.EXAMPLE\n\n")
+            #expect(upper.stdout.hasPrefix("username=oauth2\npassword=\(token)\n"), "\(upper.all)")
+            let otherPort = try await rig.helper(["--profile", "work", "get"], input: "protocol=https\nhost=git.example:444\n\n")
+            #expect(otherPort.status == 0 && otherPort.stdout.isEmpty, "\(otherPort.all)")
+
+            // Without --profile the host chooses — never LOGINKIT_PROFILE or a cloned repository's .loginkit.
+            let clone = try makePrivateTestDirectory(rig.directory + "/cloned")
+            try writeLoginkitFile("profile = \"work\"\n", in: clone)
+            let environment = ["LOGINKIT_STORE": rig.storePath]
+            let contexts = [(clone, environment), (rig.directory, environment.merging(["LOGINKIT_PROFILE": "work"], uniquingKeysWith: { $1 }))]
+            for (directory, variables) in contexts {
+                let planted = try await loginkitInDirectory(
+                    directory, ["git-credential", "get"], input: "protocol=https\nhost=evil.example\n\n", environment: variables)
+                #expect(planted.status == 0 && planted.stdout.isEmpty, "\(planted.all)")
+                let served = try await loginkitInDirectory(
+                    directory, ["git-credential", "get"], input: "protocol=https\nhost=git.example\n\n", environment: variables)
+                #expect(served.stdout.hasPrefix("username=oauth2\npassword=\(token)\n"), "\(served.all)")
+            }
+        }
+    }
+
+    /// Two profiles, each serving its own host, answer git with their own tokens without
+    /// `--profile`; a host named for another profile moves to it; a new login of a profile keeps
+    /// its hosts.
+    @Test func eachHostIsAnsweredByTheProfileThatServesIt() async throws {
+        try await GitRig.with { rig in
+            for profile in ["work", "personal"] {
+                try await logInDemo(at: rig.server, ["--store", rig.storePath, "--profile", profile])
+                try await rig.serve(["git.\(profile).example"], profile: profile)
+            }
+            func answer(_ host: String) async throws -> String {
+                try await rig.helper(["get"], input: "protocol=https\nhost=\(host)\n\n").stdout
+            }
+            let work = try await rig.accessToken(of: "work")
+            let personal = try await rig.accessToken(of: "personal")
+            #expect(work != personal)
+            #expect(try await answer("git.work.example").contains("password=\(work)\n"))
+            #expect(try await answer("git.personal.example").contains("password=\(personal)\n"))
+
+            try await logInDemo(at: rig.server, ["--store", rig.storePath, "--profile", "work"])
+            let again = try await rig.accessToken(of: "work")
+            #expect(again != work)
+            #expect(try await answer("git.work.example").contains("password=\(again)\n"), "the login dropped the profile's git host")
+
+            try await rig.serve(["git.work.example"], profile: "personal")
+            #expect(try await answer("git.work.example").contains("password=\(personal)\n"))
+            let stale = try await rig.helper(["--profile", "work", "get"], input: "protocol=https\nhost=git.work.example\n\n")
+            #expect(stale.stdout.isEmpty, "\(stale.all)")
+        }
+    }
 }
 
-/// A logged-in store (profile `default`), a bare repository `repo.git` with one commit served over
-/// git's dumb HTTP protocol by a server that takes only the dev provider's live access tokens (less
-/// those the test refuses), and `git` run with `loginkit git-credential` as its only helper — in a
-/// home of its own, without the system's configuration, never prompting.
+/// A logged-in store (profile `default`, serving the server's host to git), a bare repository
+/// `repo.git` with one commit served over git's dumb HTTP protocol by a server that takes only the
+/// dev provider's live access tokens (less those the test refuses), and `git` run with `loginkit
+/// git-credential` as its only helper — in a home of its own, without the system's configuration,
+/// never prompting.
 struct GitRig {
     let directory: String
     let storePath: String
@@ -137,29 +204,36 @@ struct GitRig {
     private let refused: LockedState<Set<String>>
 
     var repositoryURL: String { http.url("/repo.git") }
+    /// The server's host as git names it in its requests.
+    var host: String { "127.0.0.1:\(http.port)" }
 
     static func with<T>(_ body: (GitRig) async throws -> T) async throws -> T {
         _ = try gitPath()
-        return try await withTemporaryDirectory { directory in
-            try await DevServer.withServer(configuration: .quiet) { server in
-                let storePath = directory + "/tokens.json"
-                let login = try await loginkit(
-                    ["login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin", "--store", storePath],
-                    input: "demo\n")
-                try #require(login.status == 0, "\(login.stderr)")
-                for path in ["/srv", "/home"] {
-                    try FileManager.default.createDirectory(atPath: directory + path, withIntermediateDirectories: true)
-                }
-                let refused = LockedState(Set<String>())
-                let http = try GitHTTPServer(root: directory + "/srv") { _, password in
-                    !refused.withLock { $0.contains(password) } && server.isValidAccessToken(password)
-                }
-                defer { http.stop() }
-                let rig = GitRig(directory: directory, storePath: storePath, server: server, http: http, refused: refused)
-                try await rig.publishCommit("one")
-                return try await body(rig)
+        return try await withDemoLoggedIn { server, directory, storePath in
+            for path in ["/srv", "/home"] {
+                try FileManager.default.createDirectory(atPath: directory + path, withIntermediateDirectories: true)
             }
+            let refused = LockedState(Set<String>())
+            let http = try GitHTTPServer(root: directory + "/srv") { _, password in
+                !refused.withLock { $0.contains(password) } && server.isValidAccessToken(password)
+            }
+            defer { http.stop() }
+            let rig = GitRig(directory: directory, storePath: storePath, server: server, http: http, refused: refused)
+            try await rig.serve([rig.host])
+            try await rig.publishCommit("one")
+            return try await body(rig)
         }
+    }
+
+    /// `loginkit git-credential configure --host …` for each of `hosts`: `profile` serves them.
+    func serve(_ hosts: [String], profile: String = "default") async throws {
+        let configured = try await helper(["configure", "--profile", profile] + hosts.flatMap { ["--host", $0] }, input: "")
+        try #require(configured.status == 0, "\(configured.stderr)")
+    }
+
+    /// The access token `profile` holds in the store now.
+    func accessToken(of profile: String) async throws -> String {
+        try #require(try await IDTokenStore(path: storePath).profile(named: profile)?.credentials.accessToken)
     }
 
     /// From now on the server refuses `token`, whatever the provider says of it.

@@ -9,20 +9,12 @@ import Testing
 /// the name in the profile, and `status` shows it beside the `sub`.
 @Suite(.timeLimit(.minutes(3)))
 struct IdentityCLITests {
-    private func logIn(_ server: DevServer, store: String, _ extra: [String] = []) async throws -> Run {
-        let login = try await loginkit(
-            ["login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin", "--store", store] + extra,
-            input: "demo\n")
-        try #require(login.status == 0, "\(login.stderr)")
-        return login
-    }
-
     /// The dev server's ID tokens carry `preferred_username` and `email`: no userinfo request.
     @Test func theLoginGreetsTheUserFromTheIDToken() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
                 let store = directory + "/tokens.json"
-                let login = try await logIn(server, store: store)
+                let login = try await logInDemo(at: server, ["--store", store])
                 #expect(login.stderr.contains(#"Logged in as demo (demo@example.test), profile "default"."#), "\(login.stderr)")
                 #expect(server.monitor.requestCount(path: "/userinfo") == 0)
 
@@ -50,13 +42,13 @@ struct IdentityCLITests {
             configuration.identityProvider.idTokenCarriesProfileClaims = false
             try await DevServer.withServer(configuration: configuration) { server in
                 let store = directory + "/tokens.json"
-                let bearer = try await logIn(server, store: store)
+                let bearer = try await logInDemo(at: server, ["--store", store])
                 #expect(bearer.stderr.contains(#"Logged in as demo (demo@example.test), profile "default"."#), "\(bearer.stderr)")
                 #expect(server.monitor.requestCount(path: "/userinfo") == 1)
                 let idToken = try #require(try await IDTokenStore(path: store, sealing: .none).profile(named: "default")?.credentials.idToken)
                 #expect(try idToken.unverifiedClaims()["preferred_username"] == nil, "the name came from userinfo")
 
-                let bound = try await logIn(server, store: store, ["--dpop", "--profile", "bound", "--json"])
+                let bound = try await logInDemo(at: server, ["--store", store, "--dpop", "--profile", "bound", "--json"])
                 let result = try stdoutJSONObject(bound)
                 #expect(result["display_name"] as? String == "demo", "\(bound.all)")
                 #expect(result["email"] as? String == "demo@example.test")
@@ -64,7 +56,7 @@ struct IdentityCLITests {
                 let binding = try stdoutJSONObject(try await loginkit(["status", "--json", "--store", store, "--profile", "bound"]))
                 #expect(binding["binding"] as? String == "dpop")
 
-                let withoutIDToken = try await logIn(server, store: store, ["--scope", "profile", "--profile", "opaque"])
+                let withoutIDToken = try await logInDemo(at: server, ["--store", store, "--scope", "profile", "--profile", "opaque"])
                 #expect(withoutIDToken.stderr.contains("Logged in as demo (demo@example.test)"), "\(withoutIDToken.stderr)")
                 #expect(server.monitor.requestCount(path: "/userinfo") == 3)
             }
@@ -81,14 +73,14 @@ struct IdentityCLITests {
             configuration.identityProvider.userinfoSubjectOverride = "someone-else"
             try await DevServer.withServer(configuration: configuration) { server in
                 let store = directory + "/tokens.json"
-                let login = try await logIn(server, store: store)
+                let login = try await logInDemo(at: server, ["--store", store])
                 #expect(login.stderr.contains(#"Logged in as 248289761001, profile "default"."#), "\(login.stderr)")
                 #expect(server.monitor.requestCount(path: "/userinfo") == 1)
                 let profile = try #require(try await IDTokenStore(path: store, sealing: .none).profile(named: "default"))
                 #expect(profile.attributes["display_name"] == nil && profile.attributes["email"] == nil)
 
                 server.monitor.injectFaults([.status(500)], path: "/userinfo")
-                let failing = try await logIn(server, store: store, ["--profile", "other"])
+                let failing = try await logInDemo(at: server, ["--store", store, "--profile", "other"])
                 #expect(failing.stderr.contains("Logged in as 248289761001"), "\(failing.stderr)")
             }
         }

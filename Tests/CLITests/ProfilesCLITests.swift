@@ -40,16 +40,6 @@ func stdoutJSONObject(_ run: Run) throws -> [String: Any] {
 /// against in-process dev servers.
 @Suite(.timeLimit(.minutes(3)))
 struct ProfilesCLITests {
-    /// Logs demo in at `server` with `arguments` (a store, maybe a profile), from `directory`.
-    private func logIn(_ server: DevServer, in directory: String, _ arguments: [String]) async throws -> Run {
-        let login = try await loginkitInDirectory(
-            directory,
-            ["login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin"] + arguments,
-            input: "demo\n")
-        try #require(login.status == 0, "\(login.stderr)")
-        return login
-    }
-
     /// Two directories, each with a `.loginkit` naming a profile at its own issuer: a login in each
     /// lands in that directory's profile (a subdirectory inherits it, past a `.loginkit` that names
     /// no profile), `profiles --json` lists both with their issuer and user, and concurrent `token`
@@ -65,9 +55,9 @@ struct ProfilesCLITests {
                     let alphaFile = try writeLoginkitFile("# the alpha project\nprofile = \"alpha\"  # at the first issuer\n", in: alpha)
                     try writeLoginkitFile("profile='beta'\n", in: beta)
 
-                    let alphaLogin = try await logIn(first, in: alpha, common)
+                    let alphaLogin = try await logInDemo(at: first, common, in: alpha)
                     #expect(alphaLogin.stderr.contains(#"profile "alpha""#), "\(alphaLogin.stderr)")
-                    let betaLogin = try await logIn(second, in: beta, common)
+                    let betaLogin = try await logInDemo(at: second, common, in: beta)
                     #expect(betaLogin.stderr.contains(#"profile "beta""#), "\(betaLogin.stderr)")
 
                     let file = try IDTokenStore(path: store, sealing: .none)
@@ -135,7 +125,7 @@ struct ProfilesCLITests {
                 let common = ["--store", root + "/tokens.json"]
                 let project = try makePrivateTestDirectory(root + "/project")
                 let file = try writeLoginkitFile("profile = \"from-file\"\n", in: project)
-                for name in ["from-file", "from-variable", "from-flag"] { _ = try await logIn(server, in: root, common + ["--profile", name]) }
+                for name in ["from-file", "from-variable", "from-flag"] { try await logInDemo(at: server, common + ["--profile", name], in: root) }
 
                 let byFile = try stdoutJSONObject(try await loginkitInDirectory(project, ["status", "--json"] + common))
                 #expect(byFile["profile"] as? String == "from-file")
@@ -161,7 +151,7 @@ struct ProfilesCLITests {
         try await withTemporaryDirectory { root in
             try await DevServer.withServer { server in
                 let common = ["--store", root + "/tokens.json"]
-                _ = try await logIn(server, in: root, common + ["--profile", "work"])
+                try await logInDemo(at: server, common + ["--profile", "work"], in: root)
                 let project = try makePrivateTestDirectory(root + "/project")
 
                 let writable = try writeLoginkitFile("profile = \"work\"\n", in: project, mode: 0o620)
@@ -202,7 +192,7 @@ struct ProfilesCLITests {
         try await withTemporaryDirectory { root in
             try await DevServer.withServer { server in
                 let common = ["--store", root + "/tokens.json"]
-                for name in ["personal", "work"] { _ = try await logIn(server, in: root, common + ["--profile", name]) }
+                for name in ["personal", "work"] { try await logInDemo(at: server, common + ["--profile", name], in: root) }
                 #expect(try await loginkitInDirectory(root, ["status"] + common).status == 3, "no default yet: profile \"default\", which does not exist")
 
                 let set = try await loginkitInDirectory(root, ["profiles", "default", "work"] + common)
@@ -215,7 +205,7 @@ struct ProfilesCLITests {
                 #expect(listed.stdout.split(separator: "\n").contains { $0.hasPrefix("* work") }, "\(listed.stdout)")
 
                 // A login with no context goes to the default profile, and keeps it the default.
-                let again = try await logIn(server, in: root, common)
+                let again = try await logInDemo(at: server, common, in: root)
                 #expect(again.stderr.contains(#"profile "work""#), "\(again.stderr)")
                 #expect(try await loginkitInDirectory(root, ["profiles", "default"] + common).stdout == "work\n")
 

@@ -1,5 +1,6 @@
 import Foundation
 import LoginKit
+import LoginKitHTTP
 import LoginKitTestSupport
 import Testing
 
@@ -28,3 +29,12 @@ func mode(of path: String) throws -> Int {
     try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
 }
 
+extension LockedState<Int> {
+    /// Adds one to the count and returns it: the number of the call that counted (from 1).
+    func increment() -> Int {
+        withLock { count -> Int in
+            count += 1
+            return count
+        }
+    }
+}

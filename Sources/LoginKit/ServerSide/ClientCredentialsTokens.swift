@@ -160,10 +160,12 @@ public final class ClientCredentialsTokens: Sendable {
 
     /// Credentials for `target` in place of `token`, which a resource server refused in a request
     /// sent at `sentAt` (`send`'s `invalid_token`): the token is dropped and a new one asked for,
-    /// once, whoever asks. When `send` itself obtained `token` this way less than
-    /// ``TokenRejection/quietPeriod`` ago, nothing is dropped or asked for: the credentials held are
-    /// handed back (and `send` returns the 401), so a resource server that refuses every token costs
-    /// one token request per 30 s, not one per request. In-process memory only.
+    /// once, whoever asks (twice at most for this caller: when what comes back is still the refused
+    /// token, from a request that read the store before it was dropped). When `send` itself
+    /// obtained `token` this way less than ``TokenRejection/quietPeriod`` ago, nothing is dropped
+    /// or asked for: the credentials held are handed back (and `send` returns the 401), so a
+    /// resource server that refuses every token costs one token request per 30 s, not one per
+    /// request. In-process memory only.
     ///
     /// - Throws: what ``credentials(for:minimumValidity:)`` and ``invalidate(_:for:)`` throw.
     func replacement(for token: String, sentAt: Date, target: TokenTarget) async throws -> Credentials {
@@ -175,9 +177,13 @@ public final class ClientCredentialsTokens: Sendable {
             return abs(now.timeIntervalSince(entry.issuedAt)) < TokenRejection.quietPeriod
         }
         if justReplaced { return try await credentials(for: target) }
+        let rejection = TokenRejection(accessToken: token, sentAt: sentAt)
         try await invalidate(token, for: target, sentAt: sentAt)
-        let fresh = try await credentials(for: target)
-        if let issued = fresh.accessToken, !TokenRejection(accessToken: token, sentAt: sentAt).holds(fresh) {
+        var fresh = try await credentials(for: target)
+        // Still what was refused: a request that read the store before `invalidate` recorded the
+        // token (this call joined it) handed it back. Asked once more, at most: it is dropped now.
+        if rejection.holds(fresh) { fresh = try await credentials(for: target) }
+        if let issued = fresh.accessToken, !rejection.holds(fresh) {
             let entry = (digest: Self.digest(issued), issuedAt: fresh.issuedAt ?? now)
             replacements.withLock { entries in
                 // Bounded: only the targets replaced within the quiet period are kept.

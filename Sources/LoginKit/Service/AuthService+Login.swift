@@ -118,8 +118,10 @@ extension AuthService {
         try await store.withExclusiveAccess(to: profileName) { try $0.checkCanSave() }
     }
 
-    /// Saves a login's credentials, reports it and returns its user. When a logout began meanwhile
-    /// or the save fails, the credentials are revoked (best effort) rather than left valid and unknown.
+    /// Saves a login's credentials — with the attributes ``Configuration/attributesKeptAcrossLogins``
+    /// names taken from the profile it replaces, in the same transaction — reports it and returns its
+    /// user. When a logout began meanwhile or the save fails, the credentials are revoked (best
+    /// effort) rather than left valid and unknown.
     func saveLogin(
         _ credentials: Credentials, loginID: User.ID, attributes: [String: String] = [:], usesIDTokenSubject: Bool = true,
         startedIn epoch: UInt64
@@ -131,23 +133,30 @@ extension AuthService {
             throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began during the login; the new credentials were revoked")
         }
         let userID = usesIDTokenSubject ? User(credentials: credentials, fallbackID: loginID).id : loginID
-        let profile = StoredProfile(credentials: credentials, source: api.source, userID: userID.rawValue, attributes: attributes, updatedAt: clock.now)
-        let written: Bool
+        let fresh = StoredProfile(credentials: credentials, source: api.source, userID: userID.rawValue, attributes: attributes, updatedAt: clock.now)
+        let kept = configuration.attributesKeptAcrossLogins
+        let written: StoredProfile?
         do {
             // Written under the store's lock only while no logout has begun: a logout deletes and
             // revokes under that same lock, so either it finds this profile or this save finds the
-            // logout begun.
-            written = try await store.withExclusiveAccess(to: profileName) { transaction -> Bool in
-                guard machine.withLock({ $0.mayHandOut(startedIn: epoch) }) else { return false }
-                transaction[profileName] = profile
-                return true
+            // logout begun. The attributes a login keeps come from the profile as it is replaced.
+            written = try await store.withExclusiveAccess(to: profileName) { transaction -> StoredProfile? in
+                guard machine.withLock({ $0.mayHandOut(startedIn: epoch) }) else { return nil }
+                var saved = fresh
+                if let replaced = transaction[profileName] {
+                    for name in kept where saved.attributes[name] == nil {
+                        saved.attributes[name] = replaced.attributes[name]
+                    }
+                }
+                transaction[profileName] = saved
+                return saved
             }
         } catch {
             logger.error("the login's credentials could not be saved; revoking them", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
             _ = await revokeBounded(credentials)
             throw error
         }
-        guard written else {
+        guard let profile = written else {
             _ = await revokeBounded(credentials)
             throw LoginRequiredError(.loggedOut, profile: profileName, "a logout began during the login; the new credentials were revoked")
         }

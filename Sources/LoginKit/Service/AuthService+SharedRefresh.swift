@@ -138,8 +138,8 @@ extension AuthService {
     /// The profile attribute that marks credentials a forced refresh brought (a resource server
     /// had refused the token before, `validCredentials(rejecting:sentAt:)`): the time, in seconds
     /// since 1970. A refusal of those credentials within ``TokenRejection/quietPeriod`` of it
-    /// refreshes nothing, in this process or another one sharing the store; any other refresh, and
-    /// a login, removes it.
+    /// refreshes nothing, in this process or another one sharing the store; any other refresh (one
+    /// the user asked for, `refreshByRequest(replacing:heldSince:)`, too), and a login, removes it.
     package static let forcedRefreshAttribute = "forced_refresh_at"
 
     /// What ``unsavedRefresh`` holds: the save that failed after the last refresh.
@@ -176,9 +176,10 @@ extension AuthService {
                 guard decision.mustRefresh(stored: stored, firstSeen: firstSeen, now: clock.now) else {
                     return .tookStored(stored.credentials)  // someone else refreshed meanwhile
                 }
-                // A refresh because a resource server refused the stored token: what it brings is
-                // marked, so that a refusal of that in the quiet period refreshes nothing.
-                let forced = decision.refreshesForRejection(accessToken: stored.credentials.accessToken, timing: TokenTiming(stored), now: clock.now)
+                // A refresh because a resource server refused the stored token (not one the user
+                // asked for): what it brings is marked, so that a refusal of that in the quiet
+                // period refreshes nothing.
+                let forced = decision.marksForcedRefresh(of: stored, now: clock.now)
                 try checkSource(of: stored)
                 if stored.credentials.refreshToken != nil {
                     // The provider retires the refresh token it is sent: a store that cannot keep

@@ -7,10 +7,10 @@ import LoginKitHTTP
 ///
 /// The state is one enum whose cases carry what belongs to them:
 /// - `active`: no logout is under way. It holds the epoch, whether a login runs, the one shared
-///   refresh of the profile (its `Flight`, and its task once started), the store read of a token
-///   call that calls under the same change stamp may wait for, the profile remembered for the
-///   cached path under the stamp it was read under, and the last known profile (served while the
-///   store is unavailable).
+///   refresh of the profile (its `Flight`, the refusal a forced call started it for, and its task
+///   once started), the store read of a token call that calls under the same change stamp may
+///   wait for, the profile remembered for the cached path under the stamp it was read under, and
+///   the last known profile (served while the store is unavailable).
 /// - `loggingOut`: one logout or more (they nest) are under way. It holds the epoch (each logout
 ///   bumps it), how many logouts run, and the refresh that was running when the first one began,
 ///   until that refresh ends; nothing is handed out, remembered or started.
@@ -60,11 +60,12 @@ struct AuthStateMachine: Sendable {
             remembered = (stamp, profile)
         }
 
-        /// The running refresh, or a new one registered now; `isNew` says which.
-        mutating func joinOrStartRefresh() -> (flight: Flight<SharedCredentials>, isNew: Bool) {
+        /// The running refresh, or a new one registered now, started for `rejection` (a forced
+        /// call's); `isNew` says which.
+        mutating func joinOrStartRefresh(for rejection: TokenRejection?) -> (flight: Flight<SharedCredentials>, isNew: Bool) {
             if let refresh { return (refresh.flight, false) }
             let flight = Flight<SharedCredentials>()
-            refresh = Refresh(flight: flight)
+            refresh = Refresh(flight: flight, rejection: rejection)
             return (flight, true)
         }
     }
@@ -93,6 +94,10 @@ struct AuthStateMachine: Sendable {
 
     private struct Refresh: Sendable {
         let flight: Flight<SharedCredentials>
+        /// The refusal it was started for, when a forced call started it: a forced call that joins
+        /// it and gets back credentials this refusal holds does not look again (the refresh could
+        /// not replace them; a second one would send the same refresh token again).
+        let rejection: TokenRejection?
         /// Its task, registered by the actor in the same turn as the refresh was registered.
         var task: Task<Void, Never>?
     }
@@ -114,6 +119,10 @@ struct AuthStateMachine: Sendable {
 
     /// The task of the shared refresh in the state: what `shutdown()` awaits.
     var refreshTask: Task<Void, Never>? { refresh?.task }
+
+    /// The refusal the shared refresh in the state was started for (`nil`: none runs, or it was
+    /// not started by a forced call).
+    var refreshRejection: TokenRejection? { refresh?.rejection }
 
     private var refresh: Refresh? {
         switch state {
@@ -202,6 +211,8 @@ struct AuthStateMachine: Sendable {
         /// The shared refresh running in this epoch, offered with `remembered` only: what the
         /// actor's step would answer when the remembered profile needs a refresh.
         var refresh: Flight<SharedCredentials>?
+        /// The refusal `refresh` was started for, when a forced call started it.
+        var refreshRejection: TokenRejection?
         /// Another call's step reading the store under the stamp asked about, in this epoch.
         var read: Flight<Void>?
     }
@@ -215,6 +226,7 @@ struct AuthStateMachine: Sendable {
         if let remembered = active.remembered, remembered.stamp == stamp {
             look.remembered = remembered.profile
             look.refresh = active.refresh?.flight
+            look.refreshRejection = active.refresh?.rejection
         }
         if let read = active.read, read.stamp == stamp { look.read = read.flight }
         return look
@@ -302,10 +314,11 @@ struct AuthStateMachine: Sendable {
     /// when the store has stamps), which `verdict` describes. A served profile becomes the last
     /// known one; a served one, or one that needs the refresh the caller waits for, is remembered
     /// for the cached path, so that the calls that follow under the same stamp are served or wait
-    /// without reading the store. The sessions' refresh asks with no profile.
+    /// without reading the store. The sessions' refresh asks with no profile. A refresh started
+    /// here is recorded as started for `rejection`, the forced call's refusal, when there is one.
     mutating func tokenRequested(
         startedIn epoch: UInt64, verdict: RefreshDecision.Verdict, read profile: HeldProfile? = nil, stamp: UInt64? = nil,
-        loginsSeen: UInt64? = nil
+        loginsSeen: UInt64? = nil, rejection: TokenRejection? = nil
     ) -> TokenAction {
         guard mayHandOut(startedIn: epoch) else { return .loggedOut }
         return updateActive { active -> TokenAction in
@@ -321,10 +334,10 @@ struct AuthStateMachine: Sendable {
                 return .serve
             case .serveAndRefresh:
                 if let profile { active.know(profile) }
-                let refresh = active.joinOrStartRefresh()
+                let refresh = active.joinOrStartRefresh(for: rejection)
                 return .serveAndRefresh(start: refresh.isNew ? refresh.flight : nil)
             case .refresh:
-                let refresh = active.joinOrStartRefresh()
+                let refresh = active.joinOrStartRefresh(for: rejection)
                 if let profile, let stamp { active.remember(profile, stamp: stamp) }
                 return .waitForRefresh(refresh.flight, start: refresh.isNew)
             }

@@ -3,6 +3,7 @@ package import FoundationEssentials
 #else
 package import Foundation
 #endif
+import Logging
 import LoginKitHTTP
 
 extension AuthService {
@@ -60,7 +61,9 @@ extension AuthService {
     /// What the shared refresh brings is handed out as for every waiter: when it could not refresh
     /// (a transient failure while the old token is still valid, a deadline), that may be the old
     /// token again. A caller that joined a refresh another caller started for another reason, and
-    /// got the refused token back from it, looks once more (and may refresh).
+    /// got the refused token back from it, looks once more (and may refresh); one that joined a
+    /// refresh started for the refusal of those very credentials does not (that refresh could not
+    /// replace them: any number of callers refusing a token cause one refresh attempt).
     ///
     /// - Throws: what ``validCredentials(minimumValidity:)`` throws; `LoginRequiredError`
     ///   `.cannotRefresh` when there is no refresh token.
@@ -77,7 +80,8 @@ extension AuthService {
     /// A refresh the user asked for (`loginkit token --force-refresh`): the access token held at
     /// `heldSince` is replaced, once across every caller and process that asked while it was held —
     /// one that began after the replacement was issued takes it without a refresh of its own. The
-    /// quiet period of refusals does not apply.
+    /// quiet period of refusals does not apply, and what this refresh brings starts none: a
+    /// resource server's refusal of it is refreshed at once.
     package nonisolated(nonsending) func refreshByRequest(replacing accessToken: String, heldSince: Date) async throws -> Credentials {
         var rejection = TokenRejection(accessToken: accessToken, sentAt: heldSince)
         rejection.isExplicit = true
@@ -108,7 +112,8 @@ extension AuthService {
         var joinedReads = 0
         // A forced call that waited for a refresh it did not start — one that runs for another
         // reason, which may take the refused token from the store — and got the refused token back
-        // looks once more: at most once, so bounded.
+        // looks once more (``RefreshDecision/looksAgain(after:fromRefreshFor:)``): at most once, so
+        // bounded.
         var mayLookAgain = decision.rejection != nil
         while true {
             // The decision on the remembered profile's dates alone (no copy of its strings); a
@@ -116,6 +121,7 @@ extension AuthService {
             if let remembered = look.remembered {
                 let verdict = decision.verdict(for: remembered, now: now)
                 if verdict == .serve, decision.grantsTheAskedValidity(remembered.timing) {
+                    if decision.rejection != nil { noteQuietPeriod(decision, remembered, now: now) }
                     return remembered.credentials
                 }
                 // A storm's waiters: the profile needs a refresh and the shared one runs. The actor's
@@ -124,7 +130,9 @@ extension AuthService {
                 if verdict == .refresh, let refresh = look.refresh {
                     sharedRefreshWaits.increment()
                     let shared = try await awaitRefresh(refresh, kind: kind, startedIn: startEpoch)
-                    guard mayLookAgain, decision.holdsRejectedToken(shared.credentials) else { return shared }
+                    guard mayLookAgain, decision.looksAgain(after: shared.credentials, fromRefreshFor: look.refreshRejection) else {
+                        return shared
+                    }
                     mayLookAgain = false
                     (stamp, now, look) = try lookAgain(startedIn: startEpoch)
                     continue
@@ -139,10 +147,12 @@ extension AuthService {
                 switch try await step(kind, decision, stamp: stamp, mayJoinRead: joinedReads < 2, startedIn: startEpoch) {
                 case .serve(let credentials):
                     return credentials
-                case .wait(let flight, let epoch, let started):
+                case .wait(let flight, let epoch, let started, let startedFor):
                     sharedRefreshWaits.increment()
                     let shared = try await awaitRefresh(flight, kind: kind, startedIn: epoch)
-                    guard !started, mayLookAgain, decision.holdsRejectedToken(shared.credentials) else { return shared }
+                    guard !started, mayLookAgain, decision.looksAgain(after: shared.credentials, fromRefreshFor: startedFor) else {
+                        return shared
+                    }
                     mayLookAgain = false
                     (stamp, now, look) = try lookAgain(startedIn: startEpoch)
                     continue
@@ -172,8 +182,9 @@ extension AuthService {
 
     enum TokenStep: Sendable {
         case serve(SharedCredentials)
-        /// Wait for the shared refresh `flight`; `started`: this step started it.
-        case wait(Flight<SharedCredentials>, startedIn: UInt64, started: Bool)
+        /// Wait for the shared refresh `flight`; `started`: this step started it; `startedFor`: the
+        /// refusal it was started for, when a forced call started it.
+        case wait(Flight<SharedCredentials>, startedIn: UInt64, started: Bool, startedFor: TokenRejection?)
         /// Another step reads the store under the same stamp: wait for it, then look again.
         case joinRead(Flight<Void>)
     }
@@ -226,20 +237,30 @@ extension AuthService {
                 throw error
             }
             logger.warning("the store is unavailable; serving the credentials held in memory", metadata: logMetadata.merging(["error": "\(error)"]) { $1 })
+            if decision.rejection != nil { noteQuietPeriod(decision, known, now: clock.now) }
             return .serve(known.credentials)
         }
-        let verdict = decision.verdict(for: profile, now: clock.now)
+        let now = clock.now
+        let verdict = decision.verdict(for: profile, now: now)
         reportIfUngrantable(decision, profile)
         let read = HeldProfile(profile)
-        switch machine.withLock({ $0.tokenRequested(startedIn: epoch, verdict: verdict, read: read, stamp: stamp, loginsSeen: loginsSeen) }) {
+        // The refusal a refresh started now is for, and the one the running refresh was started for
+        // (what a forced caller that joins it needs), in one acquisition of the lock.
+        let (tokenAction, startedFor) = machine.withLock { machine -> (AuthStateMachine.TokenAction, TokenRejection?) in
+            let requested = machine.tokenRequested(
+                startedIn: epoch, verdict: verdict, read: read, stamp: stamp, loginsSeen: loginsSeen, rejection: decision.rejection)
+            return (requested, machine.refreshRejection)
+        }
+        switch tokenAction {
         case .serve:
+            if decision.rejection != nil { noteQuietPeriod(decision, read, now: now) }
             return .serve(read.credentials)
         case .serveAndRefresh(let start):
             if let start { startRefresh(start, firstSeen: profile, decision: decision, epoch: epoch) }
             return .serve(read.credentials)
         case .waitForRefresh(let flight, let start):
             if start { startRefresh(flight, firstSeen: profile, decision: decision, epoch: epoch) }
-            return .wait(flight, startedIn: epoch, started: start)
+            return .wait(flight, startedIn: epoch, started: start, startedFor: startedFor)
         case .loggedOut:
             throw loggedOut()
         }
@@ -288,6 +309,16 @@ extension AuthService {
 
     nonisolated func notLoggedIn() -> LoginRequiredError {
         LoginRequiredError(.notLoggedIn, profile: profileName, "not logged in (profile \"\(profileName)\"); log in first")
+    }
+
+    /// Says (notice, no token) that a forced call is handed back the token a resource server
+    /// refused, because a forced refresh brought it less than ``TokenRejection/quietPeriod`` ago:
+    /// `send` then returns the `401` without a refresh.
+    private nonisolated func noteQuietPeriod(_ decision: RefreshDecision, _ held: HeldProfile, now: Date) {
+        guard let left = decision.quietPeriodLeft(for: held.credentials.credentials, timing: held.timing, now: now) else { return }
+        logger.notice(
+            "the resource server refused the access token that a refresh for an earlier refusal brought; it is not refreshed again for another \(Int(left.rounded(.up))) s (the quiet period), so the refusal stands",
+            metadata: ["profile": "\(profileName)"])
     }
 
     /// Says once per asked validity that the provider grants less.

@@ -62,6 +62,11 @@ public actor AuthService: AuthServiceProtocol {
         /// the client's other transfers, for its duration. Default `true`; `false` runs it on the
         /// global concurrent executor.
         package var runsRefreshOnTransportExecutor = true
+        /// Attributes a login keeps: its save copies each of them that the profile it replaces holds
+        /// (and the login itself does not set) into the new profile, in the transaction that writes
+        /// it — no process ever sees the profile without them, and a login cut short loses nothing.
+        /// Default: none (a login replaces every attribute).
+        package var attributesKeptAcrossLogins: Set<String> = []
 
         /// The defaults: refresh from 5 minutes before expiry, wait from 60 s before it, 3 retries
         /// backing off from 1 s to 30 s, 60 s for a whole refresh, 5 s for revocation, no logging,

@@ -77,6 +77,38 @@ struct RefreshDecision: Sendable, Hashable {
         return rejection.isExplicit || !Self.cameFromRecentForcedRefresh(timing, now: now)
     }
 
+    /// Whether what a refresh under the lock saves in place of `stored`, at `now`, is marked as
+    /// brought by a forced refresh (``AuthService/forcedRefreshAttribute``): the refresh is for a
+    /// resource server's refusal of the stored token (``refreshesForRejection(accessToken:timing:now:)``).
+    /// A refresh the user asked for (``TokenRejection/isExplicit``) is not one: a resource server's
+    /// refusal of what it brought refreshes at once.
+    func marksForcedRefresh(of stored: StoredProfile, now: Date) -> Bool {
+        guard let rejection, !rejection.isExplicit else { return false }
+        return refreshesForRejection(accessToken: stored.credentials.accessToken, timing: TokenTiming(stored), now: now)
+    }
+
+    /// Whether a forced call that waited for a shared refresh it did not start, and got
+    /// `credentials` back, looks once more: they hold the refused token, and that refresh was not
+    /// started for a refusal of these very credentials (`startedFor`: the refusal it was started
+    /// for, `nil` when it was started for another reason). Such a refresh could not replace them (a
+    /// transient failure, a lost answer, the deadline): looking again would send the same refresh
+    /// token again, within milliseconds.
+    func looksAgain(after credentials: Credentials, fromRefreshFor startedFor: TokenRejection?) -> Bool {
+        guard holdsRejectedToken(credentials) else { return false }
+        return !(startedFor?.holds(credentials) ?? false)
+    }
+
+    /// The seconds of ``TokenRejection/quietPeriod`` left when this forced refresh (not one the user
+    /// asked for) hands back `credentials`, whose dates are `timing`, only because a forced refresh
+    /// brought them less than that ago: they hold the refused token. `nil` otherwise.
+    func quietPeriodLeft(for credentials: Credentials, timing: TokenTiming, now: Date) -> TimeInterval? {
+        guard let rejection, !rejection.isExplicit, rejection.holds(accessToken: credentials.accessToken, issuedAt: timing.issuedAt),
+            Self.cameFromRecentForcedRefresh(timing, now: now),
+            let forcedAt = timing.forcedRefreshAt
+        else { return nil }
+        return max(0, forcedAt.addingTimeInterval(TokenRejection.quietPeriod).timeIntervalSince(now))
+    }
+
     /// Whether a forced refresh brought the credentials whose dates are `timing` less than
     /// ``TokenRejection/quietPeriod`` before `now` (or that long after it: a clock behind the one
     /// that wrote the mark).
@@ -160,7 +192,8 @@ struct TokenRejection: Sendable, Hashable {
     /// When the refused request was sent.
     var sentAt: Date
     /// Asked for by the user (`loginkit token --force-refresh`), not by a resource server's
-    /// refusal: the quiet period does not apply.
+    /// refusal: the quiet period does not apply, and what the refresh brings is not marked as a
+    /// forced refresh's (a refusal of it refreshes at once).
     var isExplicit = false
 
     /// How long a token obtained because its predecessor was refused — by `AuthService`'s forced

@@ -43,23 +43,7 @@ extension DockerCredentialCommand {
                 let remove = self.remove
                 let username = self.username
                 let served = try await store.withExclusiveAccess { (transaction: inout TokenStoreTransaction) -> String? in
-                    guard let own = transaction[name] else { return nil }
-                    let previous = DockerRegistries(attribute: own.attributes[DockerRegistries.attribute])
-                    for (profileName, profile) in transaction.profiles {
-                        var entries = DockerRegistries(attribute: profile.attributes[DockerRegistries.attribute])
-                        for key in keys {
-                            if profileName == name, !remove {
-                                entries.entries[key] = username ?? previous.entries[key] ?? DockerRegistries.accessTokenUsername
-                            } else {
-                                entries.entries[key] = nil
-                            }
-                        }
-                        guard profile.attributes[DockerRegistries.attribute] != entries.attributeValue else { continue }
-                        var changed = profile
-                        changed.attributes[DockerRegistries.attribute] = entries.attributeValue
-                        transaction[profileName] = changed
-                    }
-                    return transaction[name].flatMap { $0.attributes[DockerRegistries.attribute] } ?? ""
+                    DockerRegistries.serve(keys, by: name, username: username, removing: remove, in: &transaction)
                 }
                 guard let served else {
                     throw CLIFailure(

@@ -78,6 +78,35 @@ struct DockerCredentialCommand: AsyncParsableCommand {
         return String(text)
     }
 
+    /// The registry whose server URL docker wrote on stdin, and the profile that serves it.
+    struct ServedRegistry {
+        /// The server URL as docker wrote it.
+        let serverURL: String
+        /// The profile serving the registry.
+        let profile: String
+        /// The registry's username (``DockerRegistries``).
+        let username: String
+        /// The store holding the profile.
+        let store: any TokenStore
+        /// The client configuration the network options make.
+        let network: CurlHTTPClient.Configuration
+    }
+
+    /// Reads the server URL on stdin and finds the profile serving its registry in the store the
+    /// options open — the registry names the profile: no profile is chosen by context.
+    ///
+    /// - Throws: ``NotFound`` when no profile serves it; what ``serverURL()``, the network options
+    ///   and opening the store throw.
+    static func servedRegistry(network networkOptions: NetworkOptions, store storeOptions: StoreOptions) async throws -> ServedRegistry {
+        let serverURL = try await DockerCredentialCommand.serverURL()
+        guard let key = DockerRegistries.key(for: serverURL) else { throw NotFound() }
+        let network = try networkOptions.clientConfiguration()
+        let store = try await storeOptions.openStore(choosingProfile: false).store
+        guard let served = try await DockerRegistries.all(in: store)[key] else { throw NotFound() }
+        return ServedRegistry(
+            serverURL: serverURL, profile: served.profile, username: served.username, store: store, network: network)
+    }
+
     /// What `get` prints: `{"Secret":…,"ServerURL":…,"Username":…}` on one line.
     struct Answer: Encodable {
         let serverURL: String
@@ -114,15 +143,11 @@ extension DockerCredentialCommand {
 
         func run() async throws {
             try await DockerCredentialCommand.speakingProtocol {
-                let serverURL = try await DockerCredentialCommand.serverURL()
-                guard let key = DockerRegistries.key(for: serverURL) else { throw NotFound() }
-                let network = try networkOptions.clientConfiguration()
-                // The registry names the profile: no profile is chosen by context.
-                let store = try await storeOptions.openStore(choosingProfile: false).store
-                guard let served = try await DockerRegistries.all(in: store)[key] else { throw NotFound() }
+                let registry = try await DockerCredentialCommand.servedRegistry(network: networkOptions, store: storeOptions)
                 let issued: ProfileAccessToken.Issued
                 do {
-                    issued = try await ProfileAccessToken.valid(profile: served.profile, store: store, network: network, minimumValidity: .zero)
+                    issued = try await ProfileAccessToken.valid(
+                        profile: registry.profile, store: registry.store, network: registry.network, minimumValidity: .zero)
                 } catch {
                     // No usable session, a refused client, an unreachable provider: docker goes on
                     // without credentials; the reason is for whoever reads stderr.
@@ -131,7 +156,7 @@ extension DockerCredentialCommand {
                     failure.report()
                     throw NotFound()
                 }
-                let answer = Answer(serverURL: serverURL, username: served.username, secret: issued.token)
+                let answer = Answer(serverURL: registry.serverURL, username: registry.username, secret: issued.token)
                 Terminal.writeAll(try DockerCredentialCommand.json(answer) + "\n", to: STDOUT_FILENO)
                 // The answer stands (docker reads it only with exit 0); the lost save is said on stderr.
                 if let unsaved = issued.unsaved { ProfileCall.unsavedFailure(unsaved).report() }
@@ -201,12 +226,9 @@ extension DockerCredentialCommand {
 
         func run() async throws {
             try await DockerCredentialCommand.speakingProtocol {
-                let serverURL = try await DockerCredentialCommand.serverURL()
-                guard let key = DockerRegistries.key(for: serverURL) else { throw NotFound() }
-                let network = try networkOptions.clientConfiguration()
-                let store = try await storeOptions.openStore(choosingProfile: false).store
-                guard let served = try await DockerRegistries.all(in: store)[key] else { throw NotFound() }
-                _ = try await ProfileAccessToken.replace(nil, profile: served.profile, store: store, network: network)
+                let registry = try await DockerCredentialCommand.servedRegistry(network: networkOptions, store: storeOptions)
+                _ = try await ProfileAccessToken.replace(
+                    nil, profile: registry.profile, store: registry.store, network: registry.network)
             }
         }
     }

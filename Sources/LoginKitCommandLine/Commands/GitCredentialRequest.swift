@@ -47,9 +47,16 @@ struct GitCredentialRequest: Sendable, Equatable {
         }
     }
 
-    /// Whether an access token may go where this request points: `https` to any host, `http` only
-    /// to a loopback host (`127.0.0.0/8`, `::1`, `localhost`) — never in clear text over a network.
-    /// Another protocol, or no host: no.
+    /// The host the request names, as ``GitHosts`` keys it (lower-cased, the port kept); `nil`
+    /// without one, or for one that names no host.
+    var hostKey: String? {
+        attributes["host"].flatMap { GitHosts.key(for: $0) }
+    }
+
+    /// Whether an access token may go where this request points, whichever host it is: `https`, or
+    /// `http` only to a loopback host (`127.0.0.0/8`, `::1`, `localhost`) — never in clear text over
+    /// a network. Another protocol, or no host: no. Whether a profile serves the host is
+    /// ``GitHosts``' answer.
     var allowsToken: Bool {
         guard let host = attributes["host"], !host.isEmpty else { return false }
         switch attributes["protocol"]?.lowercased() {

@@ -147,10 +147,10 @@ struct LoginCommand: AsyncParsableCommand {
                         transport: client
                     )
                 }
-                // The login replaces the profile's attributes: the default's mark is put back after it.
-                let previous = try? await store.profile(named: storeOptions.profileName)
-                let wasDefault = DefaultProfile.isDefault(previous)
-                let service = AuthService(api: api, store: store, profile: storeOptions.profileName, gate: gate)
+                // The login replaces the profile's attributes, but for those its save keeps (the
+                // default's mark, the registries and git hosts served), in the same transaction.
+                let service = AuthService(
+                    api: api, store: store, profile: storeOptions.profileName, configuration: ProfileCall.configuration, gate: gate)
                 let oauth2 = api as? OAuth2API
                 // A refused scope (invalid_scope) names the scope asked and those discovery lists: exit 2.
                 let user: User? = try await ClientAuthOptions.namingMissingCredential(of: oauth2?.configuration) {
@@ -169,8 +169,6 @@ struct LoginCommand: AsyncParsableCommand {
                         oauth2.configuration, extra: recorded.merging(ClientCertificateOptions.attributes(presentedBy: client)) { _, presented in presented },
                         source: oauth2.source, in: store, profile: storeOptions.profileName)
                 }
-                try await DefaultProfile.keep(storeOptions.profileName, wasDefault: wasDefault, in: store)
-                try await DockerRegistries.keep(from: previous, for: storeOptions.profileName, in: store)
                 // Unverified, the token's claims are whatever the server wrote: nobody is named after them.
                 var identity = UserIdentity()
                 if !isUnverified { identity = try await UserIdentity.recordAfterLogin(api: api, store: store, profile: storeOptions.profileName) }

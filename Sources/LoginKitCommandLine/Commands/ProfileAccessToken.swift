@@ -33,15 +33,8 @@ enum ProfileAccessToken {
         profile name: String, store: any TokenStore, network: CurlHTTPClient.Configuration, minimumValidity: Duration
     ) async throws -> Issued {
         guard let stored = try await store.profile(named: name) else { throw notLoggedIn(name) }
-        let configuration = ClientCertificateOptions.presenting(network, recordedIn: stored.attributes)
-        let call = try await CurlHTTPClient.withClient(configuration: configuration) { client in
-            let api = try APIFactory.api(
-                for: stored.source, attributes: stored.attributes, transport: client, clientSecret: APIFactory.environmentSecret)
-            return await ProfileCall.run(api: api, store: store, profile: name) { service in
-                try await ClientAuthOptions.namingMissingCredential(of: (api as? OAuth2API)?.configuration) {
-                    try await service.validCredentials(minimumValidity: minimumValidity)
-                }
-            }
+        let call = try await withService(of: stored, named: name, store: store, network: network) { service in
+            try await service.validCredentials(minimumValidity: minimumValidity)
         }
         let credentials = try call.result.get()
         guard let token = credentials.accessToken else {
@@ -68,19 +61,35 @@ enum ProfileAccessToken {
     ) async throws -> Bool {
         guard let stored = try await store.profile(named: name), let held = stored.credentials.accessToken else { return false }
         if let rejected, !sameToken(held, rejected) { return false }
-        let configuration = ClientCertificateOptions.presenting(network, recordedIn: stored.attributes)
-        let call = try await CurlHTTPClient.withClient(configuration: configuration) { client in
-            let api = try APIFactory.api(
-                for: stored.source, attributes: stored.attributes, transport: client, clientSecret: APIFactory.environmentSecret)
-            return await ProfileCall.run(api: api, store: store, profile: name) { service in
-                try await ClientAuthOptions.namingMissingCredential(of: (api as? OAuth2API)?.configuration) {
-                    try await service.validCredentials(rejecting: held)
-                }
-            }
+        let call = try await withService(of: stored, named: name, store: store, network: network) { service in
+            try await service.validCredentials(rejecting: held)
         }
         _ = try call.result.get()
         if let unsaved = call.unsaved { throw ProfileCall.unsavedFailure(unsaved) }
         return true
+    }
+
+    /// Runs `body` with the `AuthService` of profile `name` (`stored`, in `store`) as ``ProfileCall``
+    /// runs it, through a client made with `network` — presenting the TLS client certificate the
+    /// profile's login recorded, unless `network` names one; a refused client names the credential
+    /// it lacks (``ClientAuthOptions/namingMissingCredential(of:_:)``).
+    ///
+    /// - Returns: what `body` returned or threw, and the refresh whose credentials could not be saved.
+    /// - Throws: what making the client or the profile's API throws.
+    private static func withService(
+        of stored: StoredProfile, named name: String, store: any TokenStore, network: CurlHTTPClient.Configuration,
+        _ body: @Sendable (AuthService) async throws -> Credentials
+    ) async throws -> (result: Result<Credentials, any Error>, unsaved: TokenStoreError?) {
+        let configuration = ClientCertificateOptions.presenting(network, recordedIn: stored.attributes)
+        return try await CurlHTTPClient.withClient(configuration: configuration) { client in
+            let api = try APIFactory.api(
+                for: stored.source, attributes: stored.attributes, transport: client, clientSecret: APIFactory.environmentSecret)
+            return await ProfileCall.run(api: api, store: store, profile: name) { service in
+                try await ClientAuthOptions.namingMissingCredential(of: (api as? OAuth2API)?.configuration) {
+                    try await body(service)
+                }
+            }
+        }
     }
 
     /// The failure for a profile that does not exist (exit 3).

@@ -6,6 +6,21 @@ import LoginKit
 /// service is shut down before the command prints, so that a refresh started on its behalf is saved
 /// — or known to be unsaved — before the process exits.
 enum ProfileCall {
+    /// The attributes a login keeps from the profile it replaces, copied in the save's own
+    /// transaction (`AuthService.Configuration.attributesKeptAcrossLogins`): the default's mark, and
+    /// the docker registries and git hosts the profile serves. Each is taken from every other
+    /// profile in the transaction that gives it to one, so what the replaced profile still holds at
+    /// the save is still its own.
+    static let attributesKeptAcrossLogins: Set<String> = [DefaultProfile.attribute, DockerRegistries.attribute, GitHosts.attribute]
+
+    /// The configuration of the CLI's services: the defaults, and logins that keep
+    /// ``attributesKeptAcrossLogins``.
+    static var configuration: AuthService.Configuration {
+        var configuration = AuthService.Configuration()
+        configuration.attributesKeptAcrossLogins = attributesKeptAcrossLogins
+        return configuration
+    }
+
     /// Runs `body` with an `AuthService` for `profile` in `store` through `api`, then awaits the
     /// service's shutdown: a background refresh whose request has left (the advisory window) is
     /// awaited, so that the rotated refresh token is saved before this short-lived process exits.
@@ -15,7 +30,7 @@ enum ProfileCall {
     nonisolated(nonsending) static func run<T>(
         api: any AuthAPI, store: any TokenStore, profile: String, _ body: (AuthService) async throws -> T
     ) async -> (result: Result<T, any Error>, unsaved: TokenStoreError?) {
-        let service = AuthService(api: api, store: store, profile: profile)
+        let service = AuthService(api: api, store: store, profile: profile, configuration: configuration)
         let result: Result<T, any Error>
         do {
             result = .success(try await body(service))

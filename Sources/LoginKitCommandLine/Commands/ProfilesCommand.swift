@@ -141,6 +141,12 @@ extension ProfilesCommand {
         func validate() throws {
             try ProfilesCommand.refuseProfileFlag(storeOptions)
             if unset, name != nil { throw ValidationError("give a profile name or --unset, not both") }
+            if let name, let parent = DefaultProfile.parent(ofTarget: name) {
+                let owner = Terminal.printable(parent, limit: 100)
+                throw ValidationError(
+                    "\"\(Terminal.printable(name, limit: 100))\" holds a token profile \"\(owner)\" keeps for one target, "
+                        + "not a profile of its own; make \"\(owner)\" the default instead")
+            }
         }
 
         func run() async throws {

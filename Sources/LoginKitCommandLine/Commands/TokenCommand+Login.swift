@@ -109,9 +109,6 @@ extension TokenCommand {
         }
         let mode = login
         let options = browserOptions
-        // The login replaces the profile's attributes: the default's mark is put back after it.
-        let previous = try await store.profile(named: storeOptions.profileName)
-        let wasDefault = DefaultProfile.isDefault(previous)
         // A refused scope (invalid_scope) names the scope asked and those discovery lists: exit 2.
         switch mode {
         case .browser, .never:
@@ -128,8 +125,6 @@ extension TokenCommand {
                 api.configuration, extra: recorded.merging(ClientCertificateOptions.attributes(presentedBy: api.httpTransport)) { _, presented in presented },
                 source: api.source, in: store, profile: storeOptions.profileName)
         }
-        try await DefaultProfile.keep(storeOptions.profileName, wasDefault: wasDefault, in: store)
-        try await DockerRegistries.keep(from: previous, for: storeOptions.profileName, in: store)
         _ = try await UserIdentity.recordAfterLogin(api: service.api, store: store, profile: storeOptions.profileName)
         return try await issued(from: service)
     }

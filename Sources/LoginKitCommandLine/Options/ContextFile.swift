@@ -12,20 +12,28 @@ import Darwin
 /// and including `/`. It stops, without an error, at a directory that belongs to another user than
 /// the current one or root (above it the tree is not the user's to configure), or one that cannot
 /// be examined. The nearest file that names a profile decides; a file without a `profile` line
-/// decides nothing and the search goes on above it (it is still checked).
+/// decides nothing and the search goes on above it (it is still checked). Each directory is opened
+/// once (`O_DIRECTORY | O_NOFOLLOW`) and both its own checks and its `.loginkit` go through that
+/// descriptor, so the directory checked is the one read from.
 ///
-/// **The checks** (a file anyone else could have written or replaced could send this user's tokens
-/// to another profile, or their login into someone else's): a `.loginkit` that is a symbolic link,
-/// not a regular file, owned by another user than the current one or root, writable by group or
-/// others, larger than ``maximumFileSize``, or in a directory that group or others can write (such
-/// as `/tmp`) is refused — exit 2 naming it — never skipped.
+/// **A directory group or others can write** (such as `/tmp`): anyone there could have put the
+/// entry. One that is not a regular file of the current user's own (another user's file, a
+/// symbolic link, a FIFO, a directory, root's) is skipped without a word and the search stops
+/// there: it neither fails every command run below it nor lets the search reach further up. The
+/// user's own file there is refused (exit 2, with the `chmod` that makes the directory theirs
+/// alone). A directory like that with no `.loginkit` in it is passed, as any other.
+///
+/// **In a directory only the user or root can write**, a `.loginkit` that is a symbolic link, not
+/// a regular file, owned by another user than the current one or root, writable by group or
+/// others, or larger than ``maximumFileSize`` is refused — exit 2 naming it — never skipped: only
+/// the user or root could have put it there.
 ///
 /// **The format.** UTF-8 lines, TOML-like: `profile = "NAME"` (or `'NAME'`), whitespace around
 /// `=` optional, `#` starts a comment, blank lines ignored; other bare keys are ignored whatever
 /// their value (later versions may read them), and so is everything after a `[table]` header. A
 /// line that is none of these, a `profile` given twice, or a profile name that is empty or holds a
 /// control character is exit 2 naming the file and the line.
-enum ContextFile {
+package enum ContextFile {
     /// The file's name.
     static let name = ".loginkit"
     /// The most directories the search examines.
@@ -40,20 +48,45 @@ enum ContextFile {
         let reason: String
     }
 
+    /// What one directory says.
+    private enum Finding {
+        /// Its `.loginkit` names this profile.
+        case profile(String)
+        /// Nothing: the search goes on above it.
+        case nothing
+        /// The search ends here without a profile.
+        case stop
+    }
+
     /// The nearest `.loginkit` from `directory` (absolute) upwards that names a profile: the name
     /// and the file's path; `nil` when none does.
     ///
+    /// - Parameter uid: the user the search is made for (`nil`: this process's effective user),
+    ///   whose files and directories are trusted besides root's.
     /// - Throws: `CLIFailure` exit 2 naming a file that is unsafe, unreadable or malformed.
-    static func nearestProfile(from directory: String) throws -> (name: String, path: String)? {
-        let me = geteuid()
+    package static func nearestProfile(from directory: String, uid: UInt32? = nil) throws -> (name: String, path: String)? {
+        let me = uid ?? geteuid()
         var current = normalized(directory)
         for _ in 0..<maximumLevels {
+            // O_NOFOLLOW: a symbolic link in the directory's place ends the search, as another
+            // user's directory does.
+            let directoryDescriptor = open(current, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard directoryDescriptor >= 0 else { return nil }
+            defer { _ = close(directoryDescriptor) }
             var info = stat()
-            guard lstat(current, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return nil }
+            guard fstat(directoryDescriptor, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return nil }
             guard info.st_uid == me || info.st_uid == 0 else { return nil }
             let path = current == "/" ? "/" + name : current + "/" + name
-            if let named = try profile(inFileAt: path, directory: current, directoryMode: info.st_mode) {
-                return (named, path)
+            let finding: Finding
+            if info.st_mode & 0o022 == 0 {
+                finding = try profile(in: directoryDescriptor, path: path, uid: me)
+            } else {
+                finding = try sharedEntry(in: directoryDescriptor, path: path, directory: current, directoryMode: info.st_mode, uid: me)
+            }
+            switch finding {
+            case .profile(let named): return (named, path)
+            case .stop: return nil
+            case .nothing: break
             }
             guard current != "/" else { return nil }
             current = parent(of: current)
@@ -61,18 +94,39 @@ enum ContextFile {
         return nil
     }
 
-    /// The profile the file at `path` names: `nil` when there is no such file or it names none.
+    /// The `.loginkit` of a directory that group or others can write (its descriptor
+    /// `directoryDescriptor`), examined without opening it: none, or one that is not a regular file
+    /// of user `me`'s own, says nothing and ends the search here, except that no entry at all lets
+    /// it go on; the user's own file is refused.
+    ///
+    /// - Throws: `CLIFailure` exit 2 for the user's own file.
+    private static func sharedEntry(
+        in directoryDescriptor: Int32, path: String, directory: String, directoryMode: mode_t, uid me: UInt32
+    ) throws -> Finding {
+        var info = stat()
+        guard fstatat(directoryDescriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
+            return errno == ENOENT ? .nothing : .stop
+        }
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == me else { return .stop }
+        throw refusal(
+            path,
+            "is in \(directory), which group or others can write (mode \(String(directoryMode & 0o7777, radix: 8))), so anyone there could replace it; "
+                + "run `chmod go-w \(directory)`, or keep the file in a directory of your own")
+    }
+
+    /// The profile the `.loginkit` of a directory only user `me` or root can write (its descriptor
+    /// `directoryDescriptor`) names: `.nothing` when there is no such file or it names none.
     ///
     /// - Throws: `CLIFailure` exit 2 when it is unsafe (see the type's rules), cannot be read, or is
     ///   malformed.
-    static func profile(inFileAt path: String, directory: String, directoryMode: mode_t) throws -> String? {
+    private static func profile(in directoryDescriptor: Int32, path: String, uid me: UInt32) throws -> Finding {
         // O_NOFOLLOW: a symbolic link is refused, never followed; O_NONBLOCK: a FIFO put there
         // does not block the open (fstat refuses it).
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        let descriptor = openat(directoryDescriptor, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard descriptor >= 0 else {
             let code = errno
             switch code {
-            case ENOENT, ENOTDIR: return nil
+            case ENOENT, ENOTDIR: return .nothing
             case ELOOP: throw refusal(path, "is a symbolic link; write the file itself there")
             default: throw refusal(path, "cannot be opened (\(String(cString: strerror(code))))")
             }
@@ -81,18 +135,11 @@ enum ContextFile {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw refusal(path, "cannot be examined (\(String(cString: strerror(errno))))") }
         guard info.st_mode & S_IFMT == S_IFREG else { throw refusal(path, "is not a regular file") }
-        let me = geteuid()
         guard info.st_uid == me || info.st_uid == 0 else {
             throw refusal(path, "belongs to another user (uid \(info.st_uid)), who could choose the profile your tokens go to; remove it")
         }
         guard info.st_mode & 0o022 == 0 else {
             throw refusal(path, "can be written by group or others (mode \(String(info.st_mode & 0o777, radix: 8))); run `chmod go-w \(path)`")
-        }
-        guard directoryMode & 0o022 == 0 else {
-            throw refusal(
-                path,
-                "is in \(directory), which group or others can write (mode \(String(directoryMode & 0o777, radix: 8))), so anyone there could replace it; "
-                    + "run `chmod go-w \(directory)`, or keep the file in a directory of your own")
         }
         guard Int(info.st_size) <= maximumFileSize else { throw refusal(path, "is larger than \(maximumFileSize) bytes") }
         var bytes = [UInt8](repeating: 0, count: maximumFileSize + 1)
@@ -113,7 +160,7 @@ enum ContextFile {
         guard count <= maximumFileSize else { throw refusal(path, "is larger than \(maximumFileSize) bytes") }
         guard let text = String(validating: bytes.prefix(count), as: UTF8.self) else { throw refusal(path, "is not UTF-8 text") }
         do throws(Malformed) {
-            return try parse(text)
+            return try parse(text).map { Finding.profile($0) } ?? .nothing
         } catch {
             throw refusal("\(path):\(error.line)", "is malformed: \(error.reason)")
         }

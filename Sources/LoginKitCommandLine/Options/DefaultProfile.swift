@@ -8,8 +8,10 @@ import LoginKit
 /// most one profile holds it and concurrent processes see the store's answer, never a file of
 /// their own half-written.
 ///
-/// A login replaces its profile's attributes: ``keep(_:wasDefault:in:)`` marks the profile again
-/// afterwards when it was the default before and no other profile became it meanwhile.
+/// A login replaces its profile's attributes but keeps the mark: its save copies the attribute from
+/// the profile it replaces in the same transaction (``ProfileCall/attributesKeptAcrossLogins``), so
+/// no process ever sees the store without its default, and a profile that lost the mark meanwhile
+/// does not get it back.
 enum DefaultProfile {
     /// The attribute, and its value on the default profile.
     static let attribute = "default"
@@ -33,29 +35,19 @@ enum DefaultProfile {
     /// Makes `name` the default — or, with `nil`, leaves the store without one — in one
     /// transaction: every other profile loses the mark.
     ///
-    /// - Returns: `false` (and changes nothing) when there is no profile `name`.
+    /// - Returns: `false` (and changes nothing) when there is no profile `name`, or `name` is a
+    ///   target's (``parent(ofTarget:)``), which is never the default.
     /// - Throws: what the store throws.
     @discardableResult
     static func set(_ name: String?, in store: any TokenStore) async throws -> Bool {
-        try await store.withExclusiveAccess { transaction in
+        if let name, parent(ofTarget: name) != nil { return false }
+        return try await store.withExclusiveAccess { transaction in
             if let name, transaction[name] == nil { return false }
             for other in transaction.profiles.keys where other != name && isDefault(transaction[other]) {
                 transaction[other]?.attributes[attribute] = nil
             }
             if let name, !isDefault(transaction[name]) { transaction[name]?.attributes[attribute] = marked }
             return true
-        }
-    }
-
-    /// After a login into `name` (which replaced its attributes): marks it again when it
-    /// `wasDefault` and no profile holds the mark now.
-    ///
-    /// - Throws: what the store throws.
-    static func keep(_ name: String, wasDefault: Bool, in store: any TokenStore) async throws {
-        guard wasDefault else { return }
-        try await store.withExclusiveAccess { transaction in
-            guard transaction[name] != nil, !transaction.profiles.values.contains(where: { isDefault($0) }) else { return }
-            transaction[name]?.attributes[attribute] = marked
         }
     }
 

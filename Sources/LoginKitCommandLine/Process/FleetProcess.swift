@@ -29,6 +29,8 @@ enum FleetProcess {
         } catch let failure as CLIFailure {
             throw CLIFailure(exitCode: 2, "the store is a PostgreSQL database, which needs \(executableName): \(failure.message)")
         }
+        // `loginkit-fleet` starts with the mask this process started with, not this thread's.
+        ProcessReplacement.restoreStartingSignalMask()
         let failure = withCStringArray([executable] + arguments) { argv -> Int32 in
             _ = execv(executable, argv)
             return errno

@@ -1,6 +1,7 @@
 // Built with LoginKit's "CLI" package trait only (Package.swift; docs/architecture.md, "Weight").
 #if CLI
 import LoginKit
+import LoginKitHTTP
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -10,6 +11,34 @@ import Darwin
 /// `loginkit exec`'s last step: the command run in this process's place (`execve`), so that its
 /// exit status and the signals sent to the process are the command's own, as a shell's `exec` does.
 enum ProcessReplacement {
+    /// The signals blocked when this process started (``recordStartingSignalMask()``): the mask
+    /// `exec`'s command, and `loginkit-fleet` when the run is handed to it, start with. Empty until
+    /// recorded.
+    private static let startingSignalMask = LockedState<[Int32]>([])
+
+    /// Records the calling thread's signal mask as the one the command starts with. Called first
+    /// thing on the main thread (`LoginKitCLI.start(fleet:)`), before any code of this process runs
+    /// on the concurrency runtime's threads, which block most signals.
+    static func recordStartingSignalMask() {
+        var mask = sigset_t()
+        guard pthread_sigmask(SIG_SETMASK, nil, &mask) == 0 else { return }
+        var blocked: [Int32] = []
+        for signal in Int32(1)..<Int32(65) where sigismember(&mask, signal) == 1 {
+            blocked.append(signal)
+        }
+        startingSignalMask.withLock { $0 = blocked }
+    }
+
+    /// Gives the calling thread the signal mask this process started with
+    /// (``recordStartingSignalMask()``; none blocked when it was not recorded): called right before
+    /// `execve`, which hands the program the caller's mask.
+    static func restoreStartingSignalMask() {
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        for signal in startingSignalMask.withLock({ $0 }) { sigaddset(&mask, signal) }
+        _ = pthread_sigmask(SIG_SETMASK, &mask, nil)
+    }
+
     /// Whether `name` can name an environment variable: ASCII letters, digits and `_`, not starting
     /// with a digit.
     static func isValidVariableName(_ name: String) -> Bool {
@@ -93,8 +122,9 @@ enum ProcessReplacement {
     /// given) and `environment`. Every descriptor above 2 that is not in `inherited` — what this
     /// process opened itself: the store's files, connections — is closed in the command (set
     /// close-on-exec); those this process was started with stay open for it, as a shell passes them
-    /// on. The command starts with no signal blocked (a task's thread may block some). Returns only
-    /// by throwing.
+    /// on. The command starts with the signal mask this process started with
+    /// (``recordStartingSignalMask()``), not the one of the thread that runs this (the runtime's
+    /// threads block most signals), as a shell's `exec` passes its own on. Returns only by throwing.
     ///
     /// - Throws: `CLIFailure` exit 127 when `execve` finds no file (or no interpreter for a script),
     ///   126 for any other refusal.
@@ -102,9 +132,7 @@ enum ProcessReplacement {
         for descriptor in openDescriptors() where descriptor > 2 && !inherited.contains(descriptor) {
             _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
         }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        _ = pthread_sigmask(SIG_SETMASK, &noSignals, nil)
+        restoreStartingSignalMask()
         let failure = withCStringArray(arguments) { argv -> Int32 in
             withCStringArray(environment) { envp -> Int32 in
                 _ = execve(executable, argv, envp)

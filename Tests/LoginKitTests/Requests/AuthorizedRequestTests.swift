@@ -22,6 +22,8 @@ struct AuthorizedRequestTests {
         var sent: [HTTPRequest] { state.withLock { $0.sent.map { $0.0 } } }
         /// The bodies sent so far, in order.
         var bodies: [Data?] { state.withLock { $0.sent.map { $0.1 } } }
+        /// The `Authorization` field of each request sent so far, in order.
+        var authorizations: [String?] { state.withLock { $0.sent.map { $0.0.headerFields[.authorization] } } }
 
         func send(_ request: HTTPRequest, body: Data?) async throws -> (HTTPResponse, Data) {
             let scripted = state.withLock { state -> (HTTPResponse, Data)? in
@@ -45,40 +47,33 @@ struct AuthorizedRequestTests {
         func revoke(_ credentials: Credentials) async throws -> Bool { try await mock.revoke(credentials) }
     }
 
-    /// A client-credentials API that issues access-1, access-2, … and sends requests over
-    /// `httpTransport`.
-    struct NumberingClientAPI: ClientCredentialsAPI, AuthorizedRequestAPI {
+    /// A client-credentials API whose token number `n` (from 1) is `issue(n)`, and which sends
+    /// requests over `httpTransport`.
+    struct ClientAPI: ClientCredentialsAPI, AuthorizedRequestAPI {
         let httpTransport: any HTTPTransport
+        let issue: @Sendable (Int) -> Credentials
         let dpopNonces = DPoPNonces()
+        /// How many tokens were asked for.
         let issued = LockedState(0)
         var source: CredentialSource { Race.source }
         func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
         func refresh(_ credentials: Credentials) async throws -> Credentials { throw CancellationError() }
         func revoke(_ credentials: Credentials) async throws -> Bool { false }
         func clientCredentials(scope: String?) async throws -> Credentials {
-            let number = issued.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            return Race.credentials(number, issuedAt: Race.t0)
+            issue(issued.increment())
         }
-    }
 
-    /// A client-credentials API that issues access-1 every time, a second after it was asked (it
-    /// moves the manual clock on); requests over `httpTransport`.
-    struct SameTokenClientAPI: ClientCredentialsAPI, AuthorizedRequestAPI {
-        let httpTransport: any HTTPTransport
-        let clock: ManualClock
-        let dpopNonces = DPoPNonces()
-        let issued = LockedState(0)
-        var source: CredentialSource { Race.source }
-        func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
-        func refresh(_ credentials: Credentials) async throws -> Credentials { throw CancellationError() }
-        func revoke(_ credentials: Credentials) async throws -> Bool { false }
-        func clientCredentials(scope: String?) async throws -> Credentials {
-            issued.withLock { $0 += 1 }
-            clock.advance(by: .seconds(1))
-            return Race.credentials(1, issuedAt: Race.t0)
+        /// Issues access-1, access-2, …
+        static func numbering(_ httpTransport: any HTTPTransport) -> ClientAPI {
+            ClientAPI(httpTransport: httpTransport) { Race.credentials($0, issuedAt: Race.t0) }
+        }
+
+        /// Issues access-1 every time, a second after it was asked (it moves `clock` on).
+        static func sameToken(_ httpTransport: any HTTPTransport, clock: ManualClock) -> ClientAPI {
+            ClientAPI(httpTransport: httpTransport) { _ in
+                clock.advance(by: .seconds(1))
+                return Race.credentials(1, issuedAt: Race.t0)
+            }
         }
     }
 
@@ -92,11 +87,7 @@ struct AuthorizedRequestTests {
         var source: CredentialSource { Race.source }
         func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
         func refresh(_ credentials: Credentials) async throws -> Credentials {
-            let number = refreshes.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            return Race.credentials(number, issuedAt: clock.now)
+            Race.credentials(refreshes.increment(), issuedAt: clock.now)
         }
         func revoke(_ credentials: Credentials) async throws -> Bool { false }
     }
@@ -127,6 +118,29 @@ struct AuthorizedRequestTests {
         let store = InMemoryTokenStore(profiles: ["default": Race.profile(credentials)])
         let service = AuthService(api: ResourceAPI(mock: mock, httpTransport: transport), store: store, clock: ManualClock(start: now))
         return (service, mock, transport)
+    }
+
+    /// Client-credentials tokens from `ClientAPI.numbering` whose requests are answered from
+    /// `script`, on a manual clock at ``now``.
+    static func numberedTokens(
+        script: [(HTTPResponse, Data)]
+    ) -> (tokens: ClientCredentialsTokens, api: ClientAPI, transport: ScriptedResourceTransport, clock: ManualClock) {
+        let transport = ScriptedResourceTransport(script)
+        let api = ClientAPI.numbering(transport)
+        let clock = ManualClock(start: now)
+        return (ClientCredentialsTokens(api: api, store: InMemoryTokenStore(), clock: clock), api, transport, clock)
+    }
+
+    /// A resource server that refuses every token (`refusals` answers) before an
+    /// `ImmediateResourceAPI` on a manual clock at ``now``, and a store holding access-0.
+    static func refusingEveryToken(
+        refusals: Int
+    ) -> (api: ImmediateResourceAPI, transport: ScriptedResourceTransport, clock: ManualClock, store: InMemoryTokenStore) {
+        let transport = ScriptedResourceTransport(Array(repeating: unauthorized(#"Bearer error="invalid_token""#), count: refusals))
+        let clock = ManualClock(start: now)
+        let api = ImmediateResourceAPI(httpTransport: transport, clock: clock)
+        let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0))])
+        return (api, transport, clock, store)
     }
 
     static func dpopBound() throws -> Credentials {
@@ -189,7 +203,7 @@ struct AuthorizedRequestTests {
         let (response, body) = try await call.value
         #expect(response.status == .ok)
         #expect(body == Data("answer".utf8))
-        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-0", "Bearer access-1"])
+        #expect(transport.authorizations == ["Bearer access-0", "Bearer access-1"])
         #expect(transport.bodies == [Data("payload".utf8), Data("payload".utf8)])
         #expect(api.refreshCallCount == 1)
         api.verify()
@@ -316,19 +330,16 @@ struct AuthorizedRequestTests {
 
     @Test func aServicesOwnRefusedTokenIsDroppedAndReplacedOnce() async throws {
         let refused = Self.unauthorized(#"Bearer error="invalid_token""#)
-        let transport = ScriptedResourceTransport([refused, Self.ok, refused, refused])
-        let api = NumberingClientAPI(httpTransport: transport)
-        let clock = ManualClock(start: Self.now)
-        let tokens = ClientCredentialsTokens(api: api, store: InMemoryTokenStore(), clock: clock)
+        let (tokens, api, transport, clock) = Self.numberedTokens(script: [refused, Self.ok, refused, refused])
         let (response, _) = try await tokens.send(Self.request)
         #expect(response.status == .ok)
-        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-1", "Bearer access-2"])
+        #expect(transport.authorizations == ["Bearer access-1", "Bearer access-2"])
         // Refused again, 31 s after the replacement: the token is replaced once more, and the answer
         // to the retry is returned.
         clock.advance(by: .seconds(31))
         let (again, _) = try await tokens.send(Self.request)
         #expect(again.status == .unauthorized)
-        #expect(transport.sent.map { $0.headerFields[.authorization] }.suffix(2) == ["Bearer access-2", "Bearer access-3"])
+        #expect(transport.authorizations.suffix(2) == ["Bearer access-2", "Bearer access-3"])
         #expect(api.issued.withLock { $0 } == 3)
     }
 
@@ -337,11 +348,11 @@ struct AuthorizedRequestTests {
     @Test func aServicesTokenIssuedAgainAfterARefusalIsUsedAndKept() async throws {
         let transport = ScriptedResourceTransport([Self.unauthorized(#"Bearer error="invalid_token""#), Self.ok])
         let clock = ManualClock(start: Self.now)
-        let api = SameTokenClientAPI(httpTransport: transport, clock: clock)
+        let api = ClientAPI.sameToken(transport, clock: clock)
         let tokens = ClientCredentialsTokens(api: api, store: InMemoryTokenStore(), clock: clock)
         let (response, _) = try await tokens.send(Self.request)
         #expect(response.status == .ok)
-        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-1", "Bearer access-1"])
+        #expect(transport.authorizations == ["Bearer access-1", "Bearer access-1"])
         for _ in 0..<3 { #expect(try await tokens.accessToken() == "access-1") }
         #expect(api.issued.withLock { $0 } == 2)
     }
@@ -350,32 +361,25 @@ struct AuthorizedRequestTests {
     /// again: the 401 is returned, nothing asked for. 31 s after its issue, it is.
     @Test func aServicesTokenJustObtainedForARefusalIsNotReplacedAgainForThirtySeconds() async throws {
         let refused = Self.unauthorized(#"Bearer error="invalid_token""#)
-        let transport = ScriptedResourceTransport(Array(repeating: refused, count: 6))
-        let api = NumberingClientAPI(httpTransport: transport)
-        let clock = ManualClock(start: Self.now)
-        let tokens = ClientCredentialsTokens(api: api, store: InMemoryTokenStore(), clock: clock)
+        let (tokens, api, transport, clock) = Self.numberedTokens(script: Array(repeating: refused, count: 6))
         #expect(try await tokens.send(Self.request).0.status == .unauthorized)  // access-1 refused, then access-2
         for _ in 0..<2 {
             clock.advance(by: .seconds(1))
             #expect(try await tokens.send(Self.request).0.status == .unauthorized)
         }
         #expect(api.issued.withLock { $0 } == 2)
-        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-1", "Bearer access-2", "Bearer access-2", "Bearer access-2"])
+        #expect(transport.authorizations == ["Bearer access-1", "Bearer access-2", "Bearer access-2", "Bearer access-2"])
         clock.advance(by: .seconds(29))  // 31 s after access-2 was issued
         #expect(try await tokens.send(Self.request).0.status == .unauthorized)
         #expect(api.issued.withLock { $0 } == 3)
-        #expect(transport.sent.map { $0.headerFields[.authorization] }.suffix(2) == ["Bearer access-2", "Bearer access-3"])
+        #expect(transport.authorizations.suffix(2) == ["Bearer access-2", "Bearer access-3"])
     }
 
     /// A resource server that refuses every token: the token a forced refresh brought is not
     /// refreshed again within 30 s of that refresh — each call returns the 401 — so the provider
     /// sees one refresh, not one per call. 31 s later a refusal refreshes again.
     @Test func aTokenJustIssuedByAForcedRefreshIsNotRefreshedAgain() async throws {
-        let refused = Self.unauthorized(#"Bearer error="invalid_token""#)
-        let transport = ScriptedResourceTransport(Array(repeating: refused, count: 6))
-        let clock = ManualClock(start: Self.now)
-        let api = ImmediateResourceAPI(httpTransport: transport, clock: clock)
-        let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0))])
+        let (api, transport, clock, store) = Self.refusingEveryToken(refusals: 6)
         let service = AuthService(api: api, store: store, clock: clock)
         for _ in 0..<3 {
             let (response, body) = try await service.send(Self.request)
@@ -384,22 +388,18 @@ struct AuthorizedRequestTests {
             clock.advance(by: .seconds(1))
         }
         #expect(api.refreshes.withLock { $0 } == 1)
-        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-0", "Bearer access-1", "Bearer access-1", "Bearer access-1"])
+        #expect(transport.authorizations == ["Bearer access-0", "Bearer access-1", "Bearer access-1", "Bearer access-1"])
         clock.advance(by: .seconds(28))  // 31 s after the forced refresh
         let (response, _) = try await service.send(Self.request)
         #expect(response.status == .unauthorized)
         #expect(api.refreshes.withLock { $0 } == 2)
-        #expect(transport.sent.map { $0.headerFields[.authorization] }.suffix(2) == ["Bearer access-1", "Bearer access-2"])
+        #expect(transport.authorizations.suffix(2) == ["Bearer access-1", "Bearer access-2"])
     }
 
     /// The same across processes (two services on one store): the mark of the forced refresh is
     /// in the store, so the second process's refusal of that token refreshes nothing either.
     @Test func aTokenJustIssuedByAForcedRefreshIsNotRefreshedAgainByAnotherProcess() async throws {
-        let refused = Self.unauthorized(#"Bearer error="invalid_token""#)
-        let transport = ScriptedResourceTransport(Array(repeating: refused, count: 4))
-        let clock = ManualClock(start: Self.now)
-        let api = ImmediateResourceAPI(httpTransport: transport, clock: clock)
-        let store = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(0, issuedAt: Race.t0))])
+        let (api, transport, clock, store) = Self.refusingEveryToken(refusals: 4)
         let first = AuthService(api: api, store: store, clock: clock)
         let second = AuthService(api: api, store: store, clock: clock)
         #expect(try await first.send(Self.request).0.status == .unauthorized)
@@ -407,7 +407,7 @@ struct AuthorizedRequestTests {
         clock.advance(by: .seconds(1))
         #expect(try await second.send(Self.request).0.status == .unauthorized)
         #expect(api.refreshes.withLock { $0 } == 1)
-        #expect(transport.sent.map { $0.headerFields[.authorization] } == ["Bearer access-0", "Bearer access-1", "Bearer access-1"])
+        #expect(transport.authorizations == ["Bearer access-0", "Bearer access-1", "Bearer access-1"])
     }
 
     // MARK: Refused before anything is sent

@@ -186,11 +186,7 @@ struct ForcedRefreshTests {
         var source: CredentialSource { Race.source }
         func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw CancellationError() }
         func refresh(_ credentials: Credentials) async throws -> Credentials {
-            let number = count.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            return issue(number)
+            issue(count.increment())
         }
         func revoke(_ credentials: Credentials) async throws -> Bool { false }
     }
