@@ -26,7 +26,10 @@ struct TTYTests {
                 let tmux = "tmux -S \(directory)/tmux.sock"
                 let session = "loginkit-tty"
                 let transcript = directory + "/transcript"
-                let command = "\(tmux) wait-for go; \(binary) login --issuer \(server.issuer) --client-id loginkit-cli --username demo --store \(directory)/tokens.json; \(tmux) wait-for -S done"
+                // After the login: its exit status recorded, `done` signalled, and the pane kept open
+                // (waiting on `end`, which never comes) so that the tmux server — which holds the
+                // signal for a waiter that arrives late — lives until the test's kill-server.
+                let command = "\(tmux) wait-for go; \(binary) login --issuer \(server.issuer) --client-id loginkit-cli --username demo --store \(directory)/tokens.json; echo $? > \(directory)/status; \(tmux) wait-for -S done; \(tmux) wait-for end"
                 #expect(await shell("\(tmux) new-session -d -s \(session) -x 120 -y 20 '\(command)'") == 0)
                 await shell("\(tmux) pipe-pane -t \(session) -o 'cat >> \(transcript)'")
                 await shell("\(tmux) wait-for -S go")  // start loginkit only once the transcript is recorded
@@ -34,10 +37,12 @@ struct TTYTests {
                 await shell("\(tmux) send-keys -t \(session) 'demo' Enter")
                 // A bound, not a wait for an event: a full parallel test run on two cores can hold a
                 // login for many seconds; a hung one still fails here, with the screen shown.
-                let finished = await shell("timeout 60 \(tmux) wait-for done") == 0
+                let waited = await shell("timeout 60 \(tmux) wait-for done")
                 await shell("\(tmux) kill-server")
                 let screen = try String(contentsOfFile: transcript, encoding: .utf8)
-                #expect(finished, "loginkit did not finish within 60 s of the password; the screen: \(screen)")
+                #expect(waited == 0, "loginkit did not finish within 60 s of the password (timeout/tmux exit \(waited)); the screen: \(screen)")
+                let status = try? String(contentsOfFile: directory + "/status", encoding: .utf8)
+                #expect(status?.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "loginkit's exit status: \(status ?? "none")")
                 #expect(screen.contains("Password for demo:"))
                 #expect(screen.contains("Logged in as demo"))
                 #expect(!screen.contains("Password for demo: demo"), "the password was echoed")

@@ -89,15 +89,56 @@ package struct DPoPKey: Sendable, Hashable, Codable, CustomStringConvertible, Cu
         guard seconds.isFinite, abs(seconds) < 1e15 else {
             throw TokenVerificationError(.malformed, "the time given for the DPoP proof is out of range")
         }
-        let jti = Base64URL.encode(try SecureRandom.bytes(16))
-        var claims: [String: JSONValue] = [
-            "jti": .string(jti), "htm": .string(method), "htu": .string(htu), "iat": .number(String(Int64(seconds.rounded(.down)))),
-        ]
-        if let nonce { claims["nonce"] = .string(nonce) }
-        if let accessToken { claims["ath"] = .string(try Self.hashingAccessToken(accessToken)) }
-        let signingInput = encodedHeader + "." + Base64URL.encode(Array(JSONValue.object(claims).serialized.utf8))
-        let signature = try signingKey.sign(Array(signingInput.utf8))
-        return signingInput + "." + Base64URL.encode(signature)
+        // The claims as JSON bytes written directly (no dictionary, no sorting: a proof is made per
+        // request, `make bench` compares it with OpenSSL's signing alone), then the compact JWS in
+        // one buffer.
+        var payload: [UInt8] = []
+        payload.reserveCapacity(160 + htu.utf8.count + (nonce?.utf8.count ?? 0))
+        payload += #"{"jti":""#.utf8
+        payload += Base64URL.encode(try SecureRandom.bytes(16)).utf8
+        payload += #"","htm":"#.utf8
+        Self.appendJSONString(method, to: &payload)
+        payload += #","htu":"#.utf8
+        Self.appendJSONString(htu, to: &payload)
+        payload += #","iat":"#.utf8
+        payload += String(Int64(seconds.rounded(.down))).utf8
+        if let nonce {
+            payload += #","nonce":"#.utf8
+            Self.appendJSONString(nonce, to: &payload)
+        }
+        if let accessToken {
+            payload += #","ath":""#.utf8
+            payload += try Self.hashingAccessToken(accessToken).utf8
+            payload.append(UInt8(ascii: "\""))
+        }
+        payload.append(UInt8(ascii: "}"))
+        var signingInput = Array(encodedHeader.utf8)
+        signingInput.append(UInt8(ascii: "."))
+        signingInput += Base64URL.encode(payload).utf8
+        let signature = try signingKey.sign(signingInput)
+        signingInput.append(UInt8(ascii: "."))
+        signingInput += Base64URL.encode(signature).utf8
+        return String(decoding: signingInput, as: UTF8.self)
+    }
+
+    /// `text` as a JSON string (RFC 8259 §7): quoted, with `"`, `\` and control characters escaped.
+    static func appendJSONString(_ text: String, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                output.append(UInt8(ascii: "\\"))
+                output.append(byte)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                output += Array(#"\u00"#.utf8)
+                output.append(hex[Int(byte >> 4)])
+                output.append(hex[Int(byte & 0x0F)])
+            default:
+                output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
     }
 
     /// RFC 9449 §4.3 htu: the URL without query and fragment, scheme and host lower-cased, default port
