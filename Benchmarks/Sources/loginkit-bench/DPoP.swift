@@ -98,11 +98,15 @@ func ratePerSecond(requests: Int, inFlight: Int, _ operation: @escaping @Sendabl
 /// peers thus cost the server the same (a token lookup and a proof check per request); what
 /// differs is LoginKit's work on the client side. Warm-up, then plain, then authorized; requests
 /// per second of each.
-func benchAuthorizedRequests(requests: Int, inFlight: Int) async throws {
+///
+/// `bearer` (the default in `make bench`'s `authorized_request_conc_vs_plain`): the same with a
+/// bearer profile — the request path's own work (the token, the header), without the proof that
+/// `dpop-proof` measures; `dpop`: with a DPoP-bound profile, a fresh proof per request.
+func benchAuthorizedRequests(requests: Int, inFlight: Int, dpop: Bool) async throws {
     try await DevServer.withServer(configuration: .quiet) { server in
         try await CurlHTTPClient.withClient { http in
             var configuration = OAuth2API.Configuration(issuer: server.issuer, clientID: "loginkit-cli")
-            configuration.dpopAlgorithm = .es256
+            if dpop { configuration.dpopAlgorithm = .es256 }
             let store = InMemoryTokenStore()
             let service = AuthService(api: OAuth2API(configuration: configuration, transport: http), store: store)
             _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
@@ -113,8 +117,9 @@ func benchAuthorizedRequests(requests: Int, inFlight: Int) async throws {
             let capturing = AuthService(api: OAuth2API(configuration: configuration, transport: capture), store: store)
             for _ in 0..<(requests + inFlight) { _ = try await capturing.send(resource) }
             let prepared = capture.take()
-            guard prepared.count == requests + inFlight, prepared.allSatisfy({ $0.headerFields[.authorization]?.hasPrefix("DPoP ") == true }) else {
-                throw BenchError("the captured requests are not DPoP-authorized")
+            let scheme = dpop ? "DPoP " : "Bearer "
+            guard prepared.count == requests + inFlight, prepared.allSatisfy({ $0.headerFields[.authorization]?.hasPrefix(scheme) == true }) else {
+                throw BenchError("the captured requests are not authorized with \(scheme)")
             }
 
             let authorized: @Sendable (Int) async throws -> Void = { _ in

@@ -13,7 +13,7 @@
 //   prepare-cli <store path>               a profile valid for an hour, for the CLI start-up benchmark
 //   dpop-proof <count>                     one DPoP proof vs OpenSSL's ES256 signing of the same-size
 //                                          input, interleaved (DPoP.swift)
-//   authorized <requests> <in-flight>      AuthService.send (DPoP-bound) vs a plain CurlHTTPClient.send
+//   authorized <requests> <in-flight> [bearer|dpop]  AuthService.send (a bearer or DPoP-bound profile) vs a plain CurlHTTPClient.send
 //                                          of the same requests, against the dev server in this process
 import AsyncHTTPClient
 import CBench
@@ -569,8 +569,10 @@ do {
         try await prepareCLI(path: arguments[2])
     case ("dpop-proof", 3):
         try benchDPoPProof(count: Int(arguments[2]) ?? 5000)
-    case ("authorized", 4):
-        try await benchAuthorizedRequests(requests: Int(arguments[2]) ?? 20000, inFlight: Int(arguments[3]) ?? 64)
+    case ("authorized", 4), ("authorized", 5):
+        let mode = arguments.count == 5 ? arguments[4] : "bearer"
+        guard mode == "bearer" || mode == "dpop" else { throw BenchError("authorized: the mode is bearer or dpop") }
+        try await benchAuthorizedRequests(requests: Int(arguments[2]) ?? 20000, inFlight: Int(arguments[3]) ?? 64, dpop: mode == "dpop")
     default:
         throw BenchError("usage: see the comment at the top of Benchmarks/Sources/loginkit-bench/main.swift")
     }
