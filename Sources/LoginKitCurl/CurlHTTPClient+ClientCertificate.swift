@@ -59,6 +59,17 @@ extension CurlHTTPClient.TLS {
     }
 }
 
+extension CurlHTTPClient {
+    /// Runs `body` with the bytes of the certificate file this client presents (as read when it was
+    /// created: what every connection sends), in place, never copied — the file may hold a key too;
+    /// `nil` without a client certificate. For the RFC 8705 check that a bound token names this
+    /// certificate (`CertificateThumbprint.sha256(pem:)`).
+    package func withPresentedCertificate<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T? {
+        guard let certificate = driver.clientCredential?.certificate, let start = certificate.start else { return nil }
+        return try body(UnsafeRawBufferPointer(start: start, count: certificate.count))
+    }
+}
+
 /// The client certificate and key a client read when it was created (`TLS.readClientCertificate`).
 /// Every easy handle of the client points libcurl at these bytes (`CURLOPT_SSLCERT_BLOB`,
 /// `CURLOPT_SSLKEY_BLOB`, not copied) and holds this value for as long as libcurl may read them.

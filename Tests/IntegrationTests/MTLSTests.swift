@@ -277,6 +277,22 @@ struct MTLSTests {
         }
     }
 
+    /// The binding is checked against the certificate the client presents — the bytes it read when
+    /// it was created — not against the file as it is when the token arrives: a certificate file
+    /// replaced meanwhile changes neither what is presented nor what is compared.
+    @Test func theBindingIsCheckedAgainstThePresentedCertificateNotTheFileAsItIsNow() async throws {
+        try await withDeployment { deployment in
+            let credential = deployment.certificates.client
+            let thumbprint = try CertificateThumbprint.sha256(pemCertificateFile: credential.certificate)
+            let stranger = try String(contentsOfFile: deployment.certificates.stranger.certificate, encoding: .utf8)
+            try await withAPI(deployment, clientID: "mtls-client", method: .tlsClientAuth, presenting: credential) { api, _ in
+                try stranger.write(toFile: credential.certificate, atomically: true, encoding: .utf8)
+                let credentials = try await api.clientCredentials(scope: "api")
+                #expect(try boundThumbprint(of: credentials.accessToken) == thumbprint)
+            }
+        }
+    }
+
     @Test func aTLSClientAuthClientWithAnotherCertificateOrNoneIsRefusedAtTheTokenEndpoint() async throws {
         try await withDeployment { deployment in
             for credential in [deployment.certificates.stranger, deployment.certificates.selfSigned, nil] {

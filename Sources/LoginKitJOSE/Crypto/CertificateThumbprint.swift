@@ -22,6 +22,29 @@ package enum CertificateThumbprint {
             throw TokenVerificationError(.invalidKey, "\(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
         }
         defer { X509_free(certificate) }
+        return try thumbprint(of: certificate)
+    }
+
+    /// The thumbprint of the first certificate in `pem` (PEM text in memory, read in place: it may
+    /// hold a key too, which is neither copied nor kept).
+    ///
+    /// - Throws: `TokenVerificationError` `.invalidKey` when `pem` holds no certificate.
+    package static func sha256(pem: UnsafeRawBufferPointer) throws(TokenVerificationError) -> String {
+        ERR_clear_error()
+        guard let base = pem.baseAddress, pem.count > 0, pem.count < Int(Int32.max), let memory = BIO_new_mem_buf(base, Int32(pem.count)) else {
+            throw TokenVerificationError(.invalidKey, "no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        }
+        defer { _ = BIO_free(memory) }
+        guard let certificate = PEM_read_bio_X509(memory, nil, nil, nil) else {
+            ERR_clear_error()
+            throw TokenVerificationError(.invalidKey, "no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        }
+        defer { X509_free(certificate) }
+        return try thumbprint(of: certificate)
+    }
+
+    /// base64url(SHA-256(DER of `certificate`)).
+    private static func thumbprint(of certificate: OpaquePointer) throws(TokenVerificationError) -> String {
         let length = i2d_X509(certificate, nil)
         guard length > 0 else { throw EVPKey.failure("i2d_X509") }
         var der = [UInt8](repeating: 0, count: Int(length))

@@ -160,12 +160,13 @@ extension OAuth2API {
         return payload["cnf"]?["x5t#S256"]?.stringValue
     }
 
-    /// The thumbprint of the certificate the API's `CurlHTTPClient` presents
-    /// (`TLS.clientCertificate`); `nil` for another transport, no certificate, or a file that holds
-    /// none (libcurl then fails the connection itself).
+    /// The thumbprint of the certificate the API's `CurlHTTPClient` presents: of the bytes it read
+    /// when it was created and sends on every connection, not of the file as it is now; `nil` for
+    /// another transport, no certificate, or bytes that hold none (libcurl then fails the
+    /// connection itself).
     private func presentedCertificateThumbprint() -> String? {
-        guard let path = (httpTransport as? CurlHTTPClient)?.configuration.tls.clientCertificate else { return nil }
-        return try? CertificateThumbprint.sha256(pemCertificateFile: path)
+        guard let client = httpTransport as? CurlHTTPClient else { return nil }
+        return client.withPresentedCertificate { pem in try? CertificateThumbprint.sha256(pem: pem) } ?? nil
     }
 
     /// `scheme://host:port`, the port made explicit; `nil` for what is not an absolute URL.

@@ -83,8 +83,9 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         /// certificate the transport presents. A token response whose access token is bound to
         /// another certificate (a JWT whose `cnf` names another `x5t#S256`) is refused: no request
         /// over this transport could use the token. Default `nil`: the thumbprint of the
-        /// certificate the API's `CurlHTTPClient` presents (`TLS.clientCertificate`), read when
-        /// such a token arrives; nothing is checked when it presents none.
+        /// certificate the API's `CurlHTTPClient` presents (the bytes of `TLS.clientCertificate` it
+        /// read when it was created), computed when such a token arrives; nothing is checked when
+        /// it presents none.
         package var clientCertificateThumbprint: String?
 
         /// A public client (no secret) or a confidential one of `issuer`; every other setting keeps
