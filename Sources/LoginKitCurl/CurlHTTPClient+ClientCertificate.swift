@@ -64,7 +64,7 @@ extension CurlHTTPClient {
     /// created: what every connection sends), in place, never copied — the file may hold a key too;
     /// `nil` without a client certificate. For the RFC 8705 check that a bound token names this
     /// certificate (`CertificateThumbprint.sha256(pem:)`).
-    package func withPresentedCertificate<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T? {
+    package func withPresentedCertificate<T, Failure: Error>(_ body: (UnsafeRawBufferPointer) throws(Failure) -> T) throws(Failure) -> T? {
         guard let certificate = driver.clientCredential?.certificate, let start = certificate.start else { return nil }
         return try body(UnsafeRawBufferPointer(start: start, count: certificate.count))
     }

@@ -31,6 +31,9 @@ extension CurlHTTPClient {
         /// (libcurl shortens it to its own next timeout; a wake-up ends it at once). Tests raise it
         /// so that a lost wake-up hangs instead of costing a second.
         var idlePollMilliseconds: Int32 = 1000
+        /// What transfer deadlines are measured on: `CLOCK_MONOTONIC` in nanoseconds. Tests set a
+        /// clock of their own, to pass a deadline without waiting for it.
+        package var monotonicClock: @Sendable () -> UInt64 = monotonicNanoseconds
 
         /// The default configuration.
         public init() {}

@@ -131,7 +131,7 @@ final class CurlLoop {
     /// earliest deadline has come.
     private func expireOverdueTransfers() {
         guard earliestDeadline != .max else { return }
-        let now = monotonicNanoseconds()
+        let now = driver.configuration.monotonicClock()
         guard now >= earliestDeadline else { return }
         var overdue: [(UInt64, Transfer)] = []
         var next = UInt64.max
@@ -152,7 +152,7 @@ final class CurlLoop {
     private func pollTimeout() -> Int32 {
         let idle = driver.configuration.idlePollMilliseconds
         guard earliestDeadline != .max else { return idle }
-        let now = monotonicNanoseconds()
+        let now = driver.configuration.monotonicClock()
         guard earliestDeadline > now else { return 0 }
         let milliseconds = (earliestDeadline - now) / 1_000_000 + 1
         return milliseconds < UInt64(max(idle, 0)) ? Int32(milliseconds) : idle

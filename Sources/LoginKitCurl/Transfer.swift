@@ -60,7 +60,7 @@ final class Transfer: @unchecked Sendable {  // safe: see the proof above
         self.handle = handle
         self.continuation = submission.continuation
         self.configuration = configuration
-        self.deadline = Self.deadline(after: configuration.totalTimeout, from: monotonicNanoseconds())
+        self.deadline = Self.deadline(after: configuration.totalTimeout, from: configuration.monotonicClock())
         head.reserveCapacity(512)
     }
 

@@ -42,12 +42,16 @@ final class RawHTTPServer: Sendable {
     var port: Int { listener.port }
     private let listener: LoopbackListener
     private let respond: @Sendable (Request) -> Reply
+    /// Told each request whose answer was written to the connection.
+    private let answered: @Sendable (Request) -> Void
     private let state = LockedState(State())
 
-    /// Listens on an ephemeral port of 127.0.0.1 and starts accepting.
-    init(respond: @escaping @Sendable (Request) -> Reply) throws {
+    /// Listens on an ephemeral port of 127.0.0.1 and starts accepting; `answered` hears of each
+    /// answer once it is written.
+    init(respond: @escaping @Sendable (Request) -> Reply, answered: @escaping @Sendable (Request) -> Void = { _ in }) throws {
         self.listener = try LoopbackListener()
         self.respond = respond
+        self.answered = answered
         listener.start { [self] connection in serve(connection) }
     }
 
@@ -101,6 +105,7 @@ final class RawHTTPServer: Sendable {
             }
             let text = "HTTP/1.1 \(status) Answer\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
             guard connection.transmit(Array(text.utf8)) else { break }
+            answered(request)
             index += 1
         }
         guard closedByClient else { return }
@@ -143,14 +148,3 @@ final class ThreadLatch: Sendable {
     }
 }
 
-/// Blocks the calling thread until `instant`: the thread stops, as a stopped process's threads
-/// do (a task's `sleep` would suspend instead and free the thread).
-func blockThread(until instant: ContinuousClock.Instant) {
-    while true {
-        let remaining = ContinuousClock.now.duration(to: instant)
-        guard remaining > .zero else { return }
-        let (seconds, attoseconds) = remaining.components
-        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
-        nanosleep(&request, nil)
-    }
-}

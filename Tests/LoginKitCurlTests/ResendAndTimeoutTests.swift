@@ -87,30 +87,40 @@ struct ResendAndTimeoutTests {
     /// A process stopped (Ctrl-Z, a frozen cgroup, a paused container) after the provider answered
     /// resumes past its total timeout with the answer waiting in its socket: the answer is read, not
     /// dropped. Here the client's driver thread is what stops: a job that prefers it blocks it (the
-    /// thread itself, not a task) from just after the request arrived until well past the
-    /// request's deadline, and the server answers meanwhile. The one wait on the clock in this test
-    /// is that stop. With libcurl's `CURLOPT_TIMEOUT_MS` as the total timeout the request fails with
-    /// `.timedOut`: libcurl checks it before it reads.
+    /// thread itself, not a task) from just after the request arrived; the server answers; then the
+    /// client's deadline clock jumps past the request's deadline and the thread goes on. With
+    /// libcurl's `CURLOPT_TIMEOUT_MS` as the total timeout the request would fail with `.timedOut`:
+    /// libcurl checks it before it reads.
     @Test func anAnswerThatArrivedWhileTheClientWasStoppedIsReadNotTimedOut() async throws {
         var configuration = CurlHTTPClient.Configuration()
         configuration.totalTimeout = .seconds(2)
         let timeout = configuration.totalTimeout
+        let clock = LockedState<UInt64>(1_000_000_000)
+        configuration.monotonicClock = { clock.withLock { $0 } }
+        let resume = try ThreadLatch()
         try await CurlHTTPClient.withClient(configuration: configuration) { client in
             let stop = LockedState<Task<Void, Never>?>(nil)
-            let server = try RawHTTPServer { _ in
-                // The request was made before it arrived: its deadline is before this one.
-                let until = ContinuousClock.now + timeout + .milliseconds(300)
-                guard let stopped = try? ThreadLatch() else { return .close }
-                stop.withLock {
-                    $0 = Task(executorPreference: client.taskExecutor) {
-                        stopped.open()
-                        blockThread(until: until)
+            let server = try RawHTTPServer(
+                respond: { _ in
+                    guard let stopped = try? ThreadLatch() else { return .close }
+                    stop.withLock {
+                        $0 = Task(executorPreference: client.taskExecutor) {
+                            stopped.open()
+                            resume.wait()  // the driver thread stops here
+                        }
                     }
-                }
-                stopped.wait()  // the driver thread is stopped: now the provider answers
-                return .answer(status: 200, body: #"{"access_token":"fresh"}"#)
+                    stopped.wait()  // the driver thread is stopped: now the provider answers
+                    return .answer(status: 200, body: #"{"access_token":"fresh"}"#)
+                },
+                answered: { _ in
+                    // The answer is in the client's socket: the stop lasts past the deadline.
+                    clock.withLock { $0 += UInt64(timeout.components.seconds + 1) * 1_000_000_000 }
+                    resume.open()
+                })
+            defer {
+                resume.open()
+                server.stop()
             }
-            defer { server.stop() }
             let (response, body) = try await client.send(.get, server.url("/token"))
             #expect(response.status == .ok)
             #expect(String(decoding: body, as: UTF8.self) == #"{"access_token":"fresh"}"#)

@@ -17,12 +17,7 @@ package enum CertificateThumbprint {
             throw TokenVerificationError(.invalidKey, "could not open the certificate file \(path): \(reason)")
         }
         defer { _ = BIO_free(file) }
-        guard let certificate = PEM_read_bio_X509(file, nil, nil, nil) else {
-            ERR_clear_error()
-            throw TokenVerificationError(.invalidKey, "\(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
-        }
-        defer { X509_free(certificate) }
-        return try thumbprint(of: certificate)
+        return try sha256(firstCertificateIn: file, named: "\(path) holds")
     }
 
     /// The thumbprint of the first certificate in `pem` (PEM text in memory, read in place: it may
@@ -32,19 +27,23 @@ package enum CertificateThumbprint {
     package static func sha256(pem: UnsafeRawBufferPointer) throws(TokenVerificationError) -> String {
         ERR_clear_error()
         guard let base = pem.baseAddress, pem.count > 0, pem.count < Int(Int32.max), let memory = BIO_new_mem_buf(base, Int32(pem.count)) else {
-            throw TokenVerificationError(.invalidKey, "no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            throw TokenVerificationError(.invalidKey, "the bytes hold no PEM certificate (-----BEGIN CERTIFICATE-----)")
         }
         defer { _ = BIO_free(memory) }
-        guard let certificate = PEM_read_bio_X509(memory, nil, nil, nil) else {
-            ERR_clear_error()
-            throw TokenVerificationError(.invalidKey, "no PEM certificate (-----BEGIN CERTIFICATE-----)")
-        }
-        defer { X509_free(certificate) }
-        return try thumbprint(of: certificate)
+        return try sha256(firstCertificateIn: memory, named: "the bytes hold")
     }
 
-    /// base64url(SHA-256(DER of `certificate`)).
-    private static func thumbprint(of certificate: OpaquePointer) throws(TokenVerificationError) -> String {
+    /// The thumbprint of the first PEM certificate `bio` reads; `holder` begins the message of the
+    /// error when there is none ("<path> holds", "the bytes hold").
+    ///
+    /// - Throws: `TokenVerificationError` `.invalidKey` (no certificate), `.cryptoFailure` (OpenSSL
+    ///   cannot encode or hash it).
+    private static func sha256(firstCertificateIn bio: OpaquePointer, named holder: String) throws(TokenVerificationError) -> String {
+        guard let certificate = PEM_read_bio_X509(bio, nil, nil, nil) else {
+            ERR_clear_error()
+            throw TokenVerificationError(.invalidKey, "\(holder) no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        }
+        defer { X509_free(certificate) }
         let length = i2d_X509(certificate, nil)
         guard length > 0 else { throw EVPKey.failure("i2d_X509") }
         var der = [UInt8](repeating: 0, count: Int(length))

@@ -37,7 +37,7 @@ package struct DPoPKey: Sendable, Hashable, Codable, CustomStringConvertible, Cu
         let header: JSONValue = .object(["typ": .string("dpop+jwt"), "alg": .string(key.algorithm.rawValue), "jwk": publicJWK])
         self.signingKey = signingKey
         self.publicJWK = publicJWK
-        self.thumbprint = try jwk.thumbprint()
+        self.thumbprint = try jwk.thumbprint()  // throws only when OpenSSL cannot hash (.cryptoFailure): no key without its thumbprint
         self.encodedHeader = Base64URL.encode(Array(header.serialized.utf8))
     }
 

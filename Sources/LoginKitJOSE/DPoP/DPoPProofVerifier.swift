@@ -119,7 +119,7 @@ package struct DPoPProofVerifier: Sendable {
         }
         let thumbprint: String
         do {
-            thumbprint = try key.thumbprint()
+            thumbprint = try key.thumbprint()  // throws only when OpenSSL cannot hash: the proof is then refused, never accepted unbound
         } catch {
             throw Failure.invalidProof("the jwk's thumbprint could not be computed")
         }

@@ -215,6 +215,8 @@ struct ForcedRefreshTests {
             hook.withLock { $0 = action }
         }
 
+        /// The `AuthClock` requirement, passed to the manual clock: the wait ends when the test
+        /// advances that clock, never by real time passing.
         func sleep(for duration: Duration) async throws {
             try await manual.sleep(for: duration)
         }

@@ -139,10 +139,12 @@ extension OAuth2API {
     /// presents. An opaque token, a token bound to none, or a client that presents no certificate:
     /// nothing to check.
     ///
-    /// - Throws: `ServerError` `.malformedResponse`.
+    /// - Throws: `ServerError` `.malformedResponse` (bound to another certificate, or a `cnf` whose
+    ///   `x5t#S256` is not a string); `TokenVerificationError` when the presented certificate's
+    ///   thumbprint cannot be computed — the binding is then refused, not assumed.
     func requireCertificateBinding(of accessToken: String?) throws {
-        guard let accessToken, let bound = Self.certificateThumbprint(boundTo: accessToken),
-            let presented = configuration.clientCertificateThumbprint ?? presentedCertificateThumbprint()
+        guard let accessToken, let bound = try Self.certificateThumbprint(boundTo: accessToken, host: host),
+            let presented = try configuration.clientCertificateThumbprint ?? presentedCertificateThumbprint()
         else { return }
         guard bound == presented else {
             throw ServerError(
@@ -153,20 +155,28 @@ extension OAuth2API {
     }
 
     /// The `x5t#S256` of `accessToken`'s `cnf` claim (RFC 8705 §3.1) when it is a JWT that has
-    /// one, read without verification (the token is the resource server's to verify); `nil` for
-    /// an opaque token.
-    static func certificateThumbprint(boundTo accessToken: String) -> String? {
+    /// one, read without verification (the token is the resource server's to verify). `nil` for a
+    /// token that is not a JWS with a JSON payload: an opaque token, which only its issuer and
+    /// the resource server can read, so there is nothing for the client to compare.
+    ///
+    /// - Throws: `ServerError` `.malformedResponse` for a `cnf.x5t#S256` that is not a string.
+    static func certificateThumbprint(boundTo accessToken: String, host: String) throws(ServerError) -> String? {
         guard let jws = try? CompactJWS(parsing: accessToken), let payload = try? JSONValue.parse(jws.payload) else { return nil }
-        return payload["cnf"]?["x5t#S256"]?.stringValue
+        guard let member = payload["cnf"]?["x5t#S256"] else { return nil }
+        guard let thumbprint = member.stringValue else {
+            throw ServerError(.malformedResponse, "\(host) issued an access token whose cnf x5t#S256 is not a string")
+        }
+        return thumbprint
     }
 
     /// The thumbprint of the certificate the API's `CurlHTTPClient` presents: of the bytes it read
     /// when it was created and sends on every connection, not of the file as it is now; `nil` for
-    /// another transport, no certificate, or bytes that hold none (libcurl then fails the
-    /// connection itself).
-    private func presentedCertificateThumbprint() -> String? {
+    /// another transport or no certificate.
+    ///
+    /// - Throws: `TokenVerificationError` when the bytes hold no certificate OpenSSL can read.
+    private func presentedCertificateThumbprint() throws(TokenVerificationError) -> String? {
         guard let client = httpTransport as? CurlHTTPClient else { return nil }
-        return client.withPresentedCertificate { pem in try? CertificateThumbprint.sha256(pem: pem) } ?? nil
+        return try client.withPresentedCertificate { pem throws(TokenVerificationError) in try CertificateThumbprint.sha256(pem: pem) }
     }
 
     /// `scheme://host:port`, the port made explicit; `nil` for what is not an absolute URL.
