@@ -218,9 +218,18 @@ struct CLISecurityTests {
                 let asRoot = getuid() == 0
                 let unprivileged = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
                 if asRoot { #expect(chown(directory, 65534, 65534) == 0) }
+                // As `nobody`, the binary must be reachable by `nobody`: a checkout in a private
+                // directory (`mktemp -d`) is not, so a copy in the test's directory is run.
+                var binary = try loginkitPath()
+                if asRoot {
+                    let copy = directory + "/loginkit"
+                    try FileManager.default.copyItem(atPath: binary, toPath: copy)
+                    #expect(chmod(copy, 0o755) == 0)
+                    binary = copy
+                }
                 let stdin = try TestPipe()
                 let command = [
-                    "/bin/sh", "-c", #"ulimit -S -c "$(ulimit -H -c)" 2>/dev/null; exec "$0" "$@""#, try loginkitPath(),
+                    "/bin/sh", "-c", #"ulimit -S -c "$(ulimit -H -c)" 2>/dev/null; exec "$0" "$@""#, binary,
                     "login", "--issuer", server.issuer, "--client-id", "loginkit-cli", "--username", "demo", "--password-stdin",
                     "--store", directory + "/tokens.json",
                 ]
@@ -232,7 +241,23 @@ struct CLISecurityTests {
                 )
                 close(stdin.readEnd)
                 stdin.writeAndClose(Data("demo\n".utf8))
-                for await path in arrivals where path == "/.well-known/openid-configuration" { break }
+                // Discovery arrives while the CLI holds the password — or the CLI ended first, which
+                // fails the test at once instead of waiting out its time limit.
+                let (events, event) = AsyncStream<Bool>.makeStream()
+                let arrival = Task {
+                    for await path in arrivals where path == "/.well-known/openid-configuration" {
+                        event.yield(true)
+                        return
+                    }
+                }
+                let ending = Task {  // never cancelled: cancelling a wait for the child kills it
+                    _ = await process.exitStatus()
+                    event.yield(false)
+                }
+                var next = events.makeAsyncIterator()
+                let arrived = await next.next() ?? false
+                arrival.cancel()
+                try #require(arrived, "the CLI ended before it asked for discovery")
                 let limits = (try? String(contentsOfFile: "/proc/\(process.pid)/limits", encoding: .utf8)) ?? ""
                 let read = ["/bin/cat", "/proc/\(process.pid)/environ"]
                 let reader = asRoot ? unprivileged + read : read
@@ -240,6 +265,7 @@ struct CLISecurityTests {
                     .exitStatus()
                 process.kill(.SIGKILL)
                 _ = await process.exitStatus()
+                await ending.value
                 let core = try #require(limits.split(separator: "\n").first(where: { $0.hasPrefix("Max core file size") }), "\(limits)")
                 let fields = core.split(separator: " ")  // Max core file size <soft> <hard> bytes
                 try #require(fields.count >= 6, "\(core)")
