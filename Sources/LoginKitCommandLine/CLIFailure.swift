@@ -94,6 +94,7 @@ package struct CLIFailure: Error {
             ("OAuth2API.Configuration.issuer", "--issuer"), ("JSONLoginAPI.Configuration.loginURL", "--login-url"),
             ("OAuth2API.Configuration.pushesAuthorizationRequests is false; set it to nil or true", "--par never is given; use --par auto or --par always"),
             ("OAuth2API.Configuration.pushesAuthorizationRequests = true needs; set it to nil", "--par always needs; use --par auto"),
+            ("set OAuth2API.Configuration.pushesAuthorizationRequests = false to sign in without pushing", "use --par never to sign in without pushing"),
             ("OAuth2API.Configuration.pushesAuthorizationRequests", "--par"), ("OAuth2API.Configuration.dpopAlgorithm", "--dpop-alg"),
             ("OAuth2API.Configuration.", ""),
             ("endpoints.authorization", "--authorization-endpoint"), ("endpoints.token", "--token-endpoint"),

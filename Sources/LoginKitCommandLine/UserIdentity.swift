@@ -56,10 +56,40 @@ struct UserIdentity: Equatable {
     /// only when its `sub` is the ID token's (OpenID Connect Core §5.3.4; without an ID token, when
     /// it has a `sub`). A userinfo request that fails fails nothing: the user is then named by the
     /// `sub` (`--verbose` says why). A client-credentials login has no user: nothing is recorded.
+    /// A JWT-bearer login names the workload: the access token's `sub` (``workload(of:)``).
     ///
     /// - Throws: what the store throws.
     static func recordAfterLogin(api: any AuthAPI, store: any TokenStore, profile name: String) async throws -> UserIdentity {
         guard let stored = try await store.profile(named: name), stored.attributes["grant"] != "client_credentials" else { return UserIdentity() }
+        let identity: UserIdentity
+        if stored.attributes["grant"] == "jwt_bearer" {
+            identity = workload(of: stored.credentials)
+        } else {
+            identity = await user(of: stored, api: api)
+        }
+        try await store.withExclusiveAccess(to: name) { transaction in
+            // Only the login's own profile: the same user of the same provider (a refresh since is fine).
+            guard var profile = transaction[name], profile.userID == stored.userID, profile.source == stored.source else { return }
+            profile.attributes[displayNameAttribute] = identity.displayName
+            profile.attributes[emailAttribute] = identity.email
+            transaction[name] = profile
+        }
+        return identity
+    }
+
+    /// The workload a JWT-bearer login's `credentials` are for: named by the access token's `sub`
+    /// when it is a JWT — read without verification, only to name it (the token is the resource
+    /// server's to verify) —, else by nobody.
+    static func workload(of credentials: Credentials) -> UserIdentity {
+        guard let token = credentials.accessToken, let jws = try? CompactJWS(parsing: token), let payload = try? JSONValue.parse(jws.payload),
+            let subject = payload["sub"]?.stringValue, subject.contains(where: { !$0.isWhitespace })
+        else { return UserIdentity() }
+        return UserIdentity(displayName: String(subject.prefix(maximumLength)))
+    }
+
+    /// The user `stored` was logged in as, through `api`: the ID token's claims, else the userinfo
+    /// answer (see ``recordAfterLogin(api:store:profile:)``).
+    private static func user(of stored: StoredProfile, api: any AuthAPI) async -> UserIdentity {
         let claims = try? stored.credentials.idToken?.unverifiedClaims()
         var identity = UserIdentity(claims: claims?.all ?? [:])
         if identity.displayName == nil, let oauth2 = api as? OAuth2API, stored.credentials.accessToken != nil {
@@ -76,13 +106,6 @@ struct UserIdentity: Equatable {
                     Terminal.standardError("loginkit: no name from the userinfo endpoint: \(Terminal.printable(CLIFailure(error).message, limit: 500))")
                 }
             }
-        }
-        try await store.withExclusiveAccess(to: name) { transaction in
-            // Only the login's own profile: the same user of the same provider (a refresh since is fine).
-            guard var profile = transaction[name], profile.userID == stored.userID, profile.source == stored.source else { return }
-            profile.attributes[displayNameAttribute] = identity.displayName
-            profile.attributes[emailAttribute] = identity.email
-            transaction[name] = profile
         }
         return identity
     }

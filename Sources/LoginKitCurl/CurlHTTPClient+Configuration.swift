@@ -11,7 +11,9 @@ extension CurlHTTPClient {
         /// `NetworkError.Code.responseTooLarge`, nothing past the cap kept. Default 4 MiB.
         public var maximumResponseSize: Int = 4 * 1024 * 1024
         /// Whether plain `http://` may go to hosts that are not loopback. Default `false`:
-        /// `http://` only to `127.0.0.0/8`, `::1` and `localhost`.
+        /// `http://` only to `127.0.0.0/8`, `::1` and `localhost` — and, for an identity source's
+        /// request alone, to a link-local address written as such (`169.254.0.0/16`, `fe80::/10`),
+        /// where cloud metadata services answer.
         public var allowsInsecureHTTP: Bool = false
         /// The most connections kept open to one host; transfers beyond it wait for a free one.
         /// Default 64.

@@ -17,7 +17,8 @@ import Synchronization
 ///
 /// Safety defaults: TLS peer and host verification always on, redirects never followed (a token
 /// request's credentials never travel to another URL), `http://` only to loopback unless
-/// ``Configuration/allowsInsecureHTTP``, loopback never through a proxy, bodies capped at
+/// ``Configuration/allowsInsecureHTTP`` (and to link-local addresses for an identity source's
+/// request to a cloud metadata service only), loopback never through a proxy, bodies capped at
 /// ``Configuration/maximumResponseSize``.
 ///
 /// Concurrency contract: `send` may be called from any number of tasks. Cancelling a task removes
@@ -96,10 +97,13 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverRese
         guard let url = request.urlString, let destination = destination(of: url) else {
             throw NetworkError(.invalidRequest, "the request needs an absolute http(s) URL without user info")
         }
-        if destination.isPlainHTTP && !destination.isLoopback && !configuration.allowsInsecureHTTP {
+        // Link-local (a cloud metadata service) only for the requests that ask for it: an identity
+        // source's, never a provider's endpoint that discovery named.
+        let isLocal = destination.isLoopback || (destination.isLinkLocal && LinkLocalHTTP.isAllowed)
+        if destination.isPlainHTTP && !isLocal && !configuration.allowsInsecureHTTP {
             throw NetworkError(
                 .insecureURL,
-                "refused plain http:// to \(destination.host): use https://, or allow insecure HTTP explicitly for this client"
+                "refused plain http:// to \(destination.host) (only loopback takes it): use https://, or allow insecure HTTP explicitly for this client"
             )
         }
         if request.method == .head && body != nil {
@@ -111,7 +115,7 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverRese
         return try await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let submission = Submission(
-                    id: id, url: url, bypassesProxy: destination.isLoopback, request: request, body: body,
+                    id: id, url: url, bypassesProxy: isLocal, request: request, body: body,
                     freshConnection: freshConnection, continuation: Completion(exchange: exchange, continuation: continuation)
                 )
                 // A task already cancelled takes no handle (the phase below settles any later race).
@@ -200,7 +204,8 @@ public final class CurlHTTPClient: HTTPTransport, PrefersTaskExecutor, NeverRese
     private func destination(of url: String) -> Destination? {
         if let last = lastDestination.withLock({ $0 }), Transfer.sameBytes(last.url, url) { return last }
         guard let parts = URLParts(url) else { return nil }
-        let destination = Destination(url: url, isPlainHTTP: parts.scheme == "http", isLoopback: parts.isLoopback, host: parts.host)
+        let destination = Destination(
+            url: url, isPlainHTTP: parts.scheme == "http", isLoopback: parts.isLoopback, isLinkLocal: parts.isLinkLocal, host: parts.host)
         lastDestination.withLock { $0 = destination }
         return destination
     }
@@ -211,6 +216,7 @@ private struct Destination: Sendable {
     let url: String
     let isPlainHTTP: Bool
     let isLoopback: Bool
+    let isLinkLocal: Bool
     let host: String
 }
 

@@ -12,7 +12,8 @@ import ServiceLifecycle
 /// Start one with ``start(configuration:)``; it listens on a free loopback port unless told
 /// otherwise and runs until ``stop()``, or, added to a `ServiceGroup`, until the group shuts down
 /// (``run()``: a graceful shutdown lets requests in progress finish). Besides the identity-provider
-/// endpoints and a protected resource (`/api/resource`, Bearer or DPoP) it serves test endpoints
+/// endpoints, a protected resource (`/api/resource`, Bearer or DPoP) and a second issuer of
+/// workload identity tokens (`/workload`, which the identity provider trusts) it serves test endpoints
 /// under `/test/` that the transport tests use (echo, status, delay, sized bodies, broken
 /// connections) and counts the client connections and the requests per path it has seen.
 ///

@@ -19,7 +19,7 @@ public final class DevServerMonitor: Sendable {
 
     /// What the identity provider counts besides requests per path.
     enum Counter: Hashable {
-        case dpopProofAccepted, dpopNonceChallenge, parRequest, resourceRequest, certificateTokenRequest
+        case dpopProofAccepted, dpopNonceChallenge, parRequest, resourceRequest, certificateTokenRequest, workloadTokenIssued
     }
 
     /// The policy `/version-policy` serves; change `minimumVersion` while the server runs.
@@ -104,6 +104,12 @@ public final class DevServerMonitor: Sendable {
     /// proxy, `IdentityProviderConfiguration.mtlsCertificateHeader`).
     package var tokenRequestsWithCertificate: Int {
         state.withLock { $0.counts[.certificateTokenRequest, default: 0] }
+    }
+
+    /// How many workload identity tokens the workload issuer's token endpoints (GitHub-style and
+    /// metadata-style, under `/workload`) issued; tokens minted in the process are not counted.
+    package var workloadTokensIssued: Int {
+        state.withLock { $0.counts[.workloadTokenIssued, default: 0] }
     }
 
     /// Forgets connections, request counts and the identity provider's counters (subscribers stay).

@@ -18,9 +18,16 @@ extension IdentityProvider {
     /// The longest an assertion may live: a client that signs hour-long assertions is refused.
     static let maximumAssertionLifetime: Double = 600
 
-    /// A client with a secret, registered keys or a registered TLS client certificate.
+    /// A client with a secret, registered keys, a registered TLS client certificate or federated credentials.
     func isConfidential(_ client: DevClient) -> Bool {
-        client.secret != nil || !keys(of: client).isEmpty || client.authenticatesWithCertificate
+        client.secret != nil || !keys(of: client).isEmpty || client.authenticatesWithCertificate || !client.federatedCredentials.isEmpty
+    }
+
+    /// The audiences an assertion for this provider may name (one of them, and nothing else,
+    /// draft-ietf-oauth-rfc7523bis): its token endpoint or its issuer.
+    var assertionAudiences: [String] {
+        let issuer = self.issuer
+        return [issuer + Self.tokenPath, issuer, issuer + "/"]
     }
 
     /// The client's keys: configured and registered at run time.
@@ -42,18 +49,28 @@ extension IdentityProvider {
     /// Authenticates a client by its assertion (RFC 7523 §3): `iss` = `sub` = a known client (and
     /// the `client_id` field, when sent), `aud` this token endpoint or the issuer, unexpired and
     /// short-lived, a `jti` never seen, signed HS256 with the client's secret or by one of its keys.
+    /// An assertion whose `iss` is the workload issuer is a federated credential of the client
+    /// named by `client_id` instead (``authenticateFederatedAssertion(_:claims:clientID:)``).
     func authenticateAssertion(_ assertion: String, clientID: String?) throws(OAuthError) -> DevClient {
         func refuse(_ why: String) -> OAuthError { OAuthError(status: 401, code: "invalid_client", description: "client assertion refused: \(why)") }
         guard let jws = try? CompactJWS(parsing: assertion), let claims = try? JWTClaims(payload: jws.payload) else {
             throw refuse("not a well-formed JWT")
         }
-        guard let issuer = claims.issuer, claims.subject == issuer, clientID == nil || clientID == issuer else {
+        guard let issuer = claims.issuer else { throw refuse("no iss") }
+        if issuer == workloadIssuer {
+            return try authenticateFederatedAssertion(jws, claims: claims, clientID: clientID)
+        }
+        guard claims.subject == issuer, clientID == nil || clientID == issuer else {
+            guard configuration.clients.contains(where: { $0.id == issuer }) else {
+                throw refuse(
+                    "the issuer \(printableExcerpt(issuer, limit: 100)) is not trusted: iss must be the client ID (and sub the same) "
+                        + "or this provider's workload issuer \(workloadIssuer)")
+            }
             throw refuse("iss and sub must both be the client ID")
         }
         guard let client = configuration.clients.first(where: { $0.id == issuer }) else { throw refuse("unknown client") }
-        let providerIssuer = self.issuer
         // One audience only (draft-ietf-oauth-rfc7523bis): this token endpoint or the issuer.
-        guard claims.audience.count == 1, [providerIssuer + "/oauth/token", providerIssuer, providerIssuer + "/"].contains(claims.audience[0]) else {
+        guard claims.audience.count == 1, assertionAudiences.contains(claims.audience[0]) else {
             throw refuse("aud must be this token endpoint or the issuer, and nothing else")
         }
         let now = configuration.now().timeIntervalSince1970
@@ -139,9 +156,10 @@ extension IdentityProvider {
         return token
     }
 
-    /// RFC 8693 §2: exchanges a live access token this provider issued (the subject's, and the
-    /// actor's for delegation) for a JWT access token for the requested resources or audience,
-    /// bound to `jkt` when the request carried a DPoP proof.
+    /// RFC 8693 §2: exchanges a live access token this provider issued, or a workload identity token
+    /// of the workload issuer (type `…:jwt` or `…:id_token`, for this provider's token endpoint or
+    /// issuer) — the subject's, and the actor's for delegation — for a JWT access token for the
+    /// requested resources or audience, bound to `jkt` when the request carried a DPoP proof.
     func tokenExchangeGrant(client: DevClient, fields: [String: String], resources: [String], jkt: String? = nil) throws(OAuthError) -> [String: JSONValue] {
         guard isConfidential(client) else {
             throw OAuthError(status: 400, code: "unauthorized_client", description: "public clients cannot exchange tokens")
@@ -149,35 +167,36 @@ extension IdentityProvider {
         guard let subjectToken = fields["subject_token"], let subjectType = fields["subject_token_type"] else {
             throw OAuthError(status: 400, code: "invalid_request", description: "subject_token and subject_token_type are required")
         }
-        let acceptedTypes = [Self.accessTokenType, Self.jwtTokenType]
+        let acceptedTypes = [Self.accessTokenType, Self.jwtTokenType, Self.idTokenType]
         guard acceptedTypes.contains(subjectType) else {
             throw OAuthError(status: 400, code: "invalid_request", description: "unsupported subject_token_type")
         }
-        if let requested = fields["requested_token_type"], !acceptedTypes.contains(requested) {
+        if let requested = fields["requested_token_type"], ![Self.accessTokenType, Self.jwtTokenType].contains(requested) {
             throw OAuthError(status: 400, code: "invalid_request", description: "unsupported requested_token_type")
         }
         let now = configuration.now()
-        func live(_ token: String) -> AccessRecord? {
-            state.withLock { $0.accessTokens[token] }.flatMap { $0.expiresAt > now ? $0 : nil }
-        }
-        guard let subject = live(subjectToken) else {
-            throw OAuthError(status: 400, code: "invalid_grant", description: "the subject token is not valid")
-        }
+        let subject = try exchangeParty(subjectToken, type: subjectType, role: "subject", now: now)
         var actor: String?
         if let actorToken = fields["actor_token"] {
             guard let actorType = fields["actor_token_type"], acceptedTypes.contains(actorType) else {
                 throw OAuthError(status: 400, code: "invalid_request", description: "actor_token_type is required with actor_token")
             }
-            guard let record = live(actorToken) else { throw OAuthError(status: 400, code: "invalid_grant", description: "the actor token is not valid") }
-            actor = record.subject
+            actor = try exchangeParty(actorToken, type: actorType, role: "actor", now: now).subject
         } else if fields["actor_token_type"] != nil {
             throw OAuthError(status: 400, code: "invalid_request", description: "actor_token_type without actor_token")
         }
         var audiences = try targets(resources: resources, audience: fields["audience"])
         if audiences.isEmpty { audiences = [client.id] }
-        let scope = fields["scope"] ?? subject.scope
-        guard Set(scope.split(separator: " ")).isSubset(of: Set(subject.scope.split(separator: " "))) else {
-            throw OAuthError(status: 400, code: "invalid_scope", description: "an exchange cannot widen the subject token's scope")
+        let scope: String
+        if let grantedScope = subject.scope {
+            scope = fields["scope"] ?? grantedScope
+            guard Set(scope.split(separator: " ")).isSubset(of: Set(grantedScope.split(separator: " "))) else {
+                throw OAuthError(status: 400, code: "invalid_scope", description: "an exchange cannot widen the subject token's scope")
+            }
+        } else {
+            // A workload identity token grants no scope of its own: the scopes offered may be asked for.
+            scope = fields["scope"] ?? ""
+            if let refusal = scopeRefusal(scope) { throw refusal }
         }
         let token = jwtAccessToken(
             subject: subject.subject, clientID: client.id, scope: scope, audiences: audiences, actor: actor,
@@ -196,6 +215,40 @@ extension IdentityProvider {
         ]
         if !scope.isEmpty { response["scope"] = .string(scope) }
         return response
+    }
+
+    /// Who a subject or actor token of an exchange stands for: the subject, the scope it was granted
+    /// (`nil` for a workload identity token, which carries none), and how the user authenticated.
+    struct ExchangeParty {
+        let subject: String
+        let scope: String?
+        let acr: String?
+        let authTime: Date?
+    }
+
+    /// The party `token` (of `type`, the exchange's `role`) stands for: a live access token this
+    /// provider issued (of type `…:access_token` or `…:jwt`), or a workload identity token of type `…:jwt` or `…:id_token` for this
+    /// provider (``checkWorkloadToken(_:claims:)``, `aud` its token endpoint or issuer).
+    private func exchangeParty(_ token: String, type: String, role: String, now: Date) throws(OAuthError) -> ExchangeParty {
+        if type != Self.idTokenType, let record = state.withLock({ $0.accessTokens[token] }), record.expiresAt > now {
+            return ExchangeParty(subject: record.subject, scope: record.scope, acr: record.acr, authTime: record.authTime)
+        }
+        let invalid = OAuthError(status: 400, code: "invalid_grant", description: "the \(role) token is not valid")
+        guard type != Self.accessTokenType, let jws = try? CompactJWS(parsing: token), let claims = try? JWTClaims(payload: jws.payload),
+            claims.issuer == workloadIssuer
+        else { throw invalid }
+        do throws(WorkloadTokenRefusal) {
+            try checkWorkloadToken(jws, claims: claims)
+            guard claims.audience.count == 1, assertionAudiences.contains(claims.audience[0]) else {
+                throw WorkloadTokenRefusal("the audience must be this provider's token endpoint or its issuer, and nothing else")
+            }
+        } catch {
+            throw OAuthError(status: 400, code: "invalid_grant", description: "the \(role) token is not valid: \(error.reason)")
+        }
+        guard let subject = claims.subject, !subject.isEmpty else {
+            throw OAuthError(status: 400, code: "invalid_grant", description: "the \(role) token is not valid: it has no subject (sub)")
+        }
+        return ExchangeParty(subject: subject, scope: nil, acr: nil, authTime: nil)
     }
 }
 #endif

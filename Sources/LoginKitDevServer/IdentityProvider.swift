@@ -86,6 +86,16 @@ final class IdentityProvider: Sendable {
 
     let state: LockedState<State>
     let signingKey: SigningKey
+    /// The workload issuer's key (`<issuer>/workload`, `IdentityProvider+Workload`): ES256, distinct
+    /// from `signingKey`, published at `<issuer>/workload/jwks`.
+    let workloadSigningKey: SigningKey
+    /// The public half of `workloadSigningKey`, which verifies workload identity tokens.
+    let workloadPublicKey: JWK
+    /// A key with the workload key's `kid` that the workload issuer does not publish: what a token
+    /// signed with it says is a forgery.
+    let foreignWorkloadKey: SigningKey
+    /// The bearer token the GitHub-style token endpoint takes (`ACTIONS_ID_TOKEN_REQUEST_TOKEN`).
+    let gitHubRequestToken: String
     /// Pending sign-in forms, pushed requests and issued authorization codes
     /// (`IdentityProvider+AuthorizationCode`, `IdentityProvider+PAR`).
     let authorizationCodes = AuthorizationCodes()
@@ -97,6 +107,12 @@ final class IdentityProvider: Sendable {
     init(configuration: IdentityProviderConfiguration, monitor: DevServerMonitor) throws {
         state = LockedState(State(configuration: configuration))
         signingKey = try SigningKey.generate(.rs256, keyID: "dev-" + Self.randomToken(bytes: 6))
+        let workloadKeyID = "workload-" + Self.randomToken(bytes: 6)
+        let workloadKey = try SigningKey.generate(.es256, keyID: workloadKeyID)
+        workloadSigningKey = workloadKey
+        workloadPublicKey = try workloadKey.publicJWK()
+        foreignWorkloadKey = try SigningKey.generate(.es256, keyID: workloadKeyID)
+        gitHubRequestToken = Self.randomToken()
         self.monitor = monitor
     }
 
@@ -118,6 +134,9 @@ final class IdentityProvider: Sendable {
 
     /// Authenticates the client from Basic credentials or form fields (never both), or, for a
     /// client registered for mutual TLS, from the TLS client `certificate` its request came with.
+    /// Every endpoint that authenticates clients (token, PAR, device authorization, revocation)
+    /// comes here: a client assertion is a classic one (RFC 7523 §3) or, from the workload
+    /// issuer, a federated credential of the client named by `client_id`.
     func authenticateClient(
         basic: (String, String)?, fields: [String: String], certificate: PresentedCertificate? = nil
     ) throws(OAuthError) -> DevClient {
@@ -146,6 +165,11 @@ final class IdentityProvider: Sendable {
         }
         if client.secret == nil, !keys(of: client).isEmpty {
             throw OAuthError(status: 401, code: "invalid_client", description: "this client authenticates with private_key_jwt")
+        }
+        if client.secret == nil, !client.federatedCredentials.isEmpty {
+            throw OAuthError(
+                status: 401, code: "invalid_client",
+                description: "this client authenticates with a federated credential: a client assertion issued by the workload issuer")
         }
         if let secret = client.secret {
             let presented = basic?.1 ?? fields["client_secret"]
@@ -341,11 +365,13 @@ final class IdentityProvider: Sendable {
     /// a proof by that key. A request that came with a TLS client certificate
     /// (``requestCertificateThumbprint``) gets an RFC 9068 JWT bound to it (`cnf.x5t#S256`, token
     /// type `Bearer` unless DPoP-bound). `acr` and `authTime` say how and when the user authenticated.
+    /// The tokens' subject is the user's, else `subject` (a workload's), else the client's ID.
     func issue(
         user: DevUser?, clientID: String, scope: String, family: String?, newRefreshToken: Bool = true, nonce: String? = nil, audiences: [String] = [],
-        jkt: String? = nil, acr: String? = nil, authTime: Date? = nil
+        jkt: String? = nil, acr: String? = nil, authTime: Date? = nil, subject: String? = nil
     ) -> [String: JSONValue] {
         let configuration = self.configuration
+        let subject = user?.subject ?? subject ?? clientID
         let now = configuration.now()
         let x5t = Self.requestCertificateThumbprint
         // Asked for a resource or audience, or bound: an RFC 9068 JWT access token naming the
@@ -354,7 +380,7 @@ final class IdentityProvider: Sendable {
             audiences.isEmpty && jkt == nil && x5t == nil
             ? "at." + Self.randomToken()
             : jwtAccessToken(
-                subject: user?.subject ?? clientID, clientID: clientID, scope: scope,
+                subject: subject, clientID: clientID, scope: scope,
                 audiences: audiences.isEmpty ? [self.issuer + Self.resourcePath] : audiences, actor: nil, jkt: jkt, acr: acr, authTime: authTime)
         var response: [String: JSONValue] = [
             "access_token": .string(accessToken),
@@ -373,7 +399,7 @@ final class IdentityProvider: Sendable {
             state.accessTokens.insert(
                 AccessRecord(
                     expiresAt: now.addingTimeInterval(Double(configuration.accessTokenLifetime.wholeSeconds)),
-                    subject: user?.subject ?? clientID, clientID: clientID, scope: scope, jkt: jkt, acr: acr, authTime: authTime,
+                    subject: subject, clientID: clientID, scope: scope, jkt: jkt, acr: acr, authTime: authTime,
                     x5t: x5t),
                 for: accessToken, now: now)
             if let refreshToken, let family {
@@ -459,7 +485,7 @@ final class IdentityProvider: Sendable {
             "id_token_signing_alg_values_supported": .array([.string("RS256")]),
             "grant_types_supported": .array([
                 "authorization_code", "password", "refresh_token", "client_credentials", "urn:ietf:params:oauth:grant-type:device_code",
-                Self.tokenExchangeGrant,
+                Self.tokenExchangeGrant, Self.jwtBearerGrant,
             ].map { .string($0) }),
             "token_endpoint_auth_methods_supported": .array(
                 ["client_secret_basic", "client_secret_post", "private_key_jwt", "client_secret_jwt", "none"].map { .string($0) }),

@@ -58,6 +58,11 @@ public struct DevClient: Sendable, Hashable {
     /// certificates the client registered. The client then authenticates with one of them only.
     /// Empty (the default): not a `self_signed_tls_client_auth` client.
     package var selfSignedCertificateThumbprints: [String] = []
+    /// Workload identities federated with the client: a client assertion issued by the trusted
+    /// workload issuer (`<issuer>/workload`) for one of these subjects and audiences authenticates
+    /// it, with the client named by `client_id` (Entra ID's and Google's "workload identity
+    /// federation"). A client with federated credentials is confidential. Empty (the default): none.
+    package var federatedCredentials: [DevFederatedCredential] = []
 
     /// A client `id`, confidential when it has a `secret`, allowed to redirect to `redirectURIs`.
     public init(id: String, secret: String? = nil, redirectURIs: [String] = []) {
@@ -73,9 +78,27 @@ public struct DevClient: Sendable, Hashable {
         self.publicKeys = publicKeys
     }
 
+    /// A client `id` that authenticates with a federated credential: a client assertion the
+    /// workload issuer made for one of `federatedCredentials`.
+    package init(id: String, redirectURIs: [String] = [], federatedCredentials: [DevFederatedCredential]) {
+        self.init(id: id, secret: nil, redirectURIs: redirectURIs, publicKeys: [])
+        self.federatedCredentials = federatedCredentials
+    }
+
+    /// `workload-client`: federated with the workload issuer's GitHub Actions subject
+    /// (``DevServer/gitHubSubject``), metadata subject (``DevServer/metadataSubject``) and
+    /// Kubernetes service account (``DevServer/kubernetesSubject``), each for the provider's own
+    /// token endpoint or issuer as audience.
+    package static let workloadClient = DevClient(
+        id: "workload-client",
+        federatedCredentials: [DevServer.gitHubSubject, DevServer.metadataSubject, DevServer.kubernetesSubject].map {
+            DevFederatedCredential(subject: $0)
+        })
+
     public static func == (a: DevClient, b: DevClient) -> Bool {
         a.id == b.id && a.secret == b.secret && a.redirectURIs == b.redirectURIs && a.publicKeys.map(\.json) == b.publicKeys.map(\.json)
             && a.tlsClientAuthSubjectDN == b.tlsClientAuthSubjectDN && a.selfSignedCertificateThumbprints == b.selfSignedCertificateThumbprints
+            && a.federatedCredentials == b.federatedCredentials
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -85,10 +108,35 @@ public struct DevClient: Sendable, Hashable {
         hasher.combine(publicKeys.map(\.json))
         hasher.combine(tlsClientAuthSubjectDN)
         hasher.combine(selfSignedCertificateThumbprints)
+        hasher.combine(federatedCredentials)
     }
 
     /// The loopback redirect URIs a native app registers: `/callback` on `127.0.0.1`, `::1`, `localhost`.
     public static let loopbackRedirectURIs = ["http://127.0.0.1/callback", "http://[::1]/callback", "http://localhost/callback"]
+}
+
+/// A workload identity federated with a dev client: which issuer's tokens, for which subject and
+/// audience, authenticate the client as a client assertion.
+package struct DevFederatedCredential: Sendable, Hashable {
+    /// Stands for this server's workload issuer, `<issuer>/workload`, whose port is known only once
+    /// the server listens.
+    package static let workloadIssuer = "urn:loginkit:dev:workload-issuer"
+
+    /// The trusted issuer: ``workloadIssuer`` (the default) or that issuer's URL. Only the workload
+    /// issuer's tokens can be verified: a credential naming another issuer authenticates nothing.
+    package var issuer: String
+    /// The `sub` the token must carry.
+    package var subject: String
+    /// The one `aud` the token must carry; `nil`: the provider's token endpoint or its issuer, as
+    /// for any client assertion.
+    package var audience: String?
+
+    /// A credential for `subject` of `issuer` (this server's workload issuer by default), for `audience`.
+    package init(issuer: String = DevFederatedCredential.workloadIssuer, subject: String, audience: String? = nil) {
+        self.issuer = issuer
+        self.subject = subject
+        self.audience = audience
+    }
 }
 
 /// How the dev identity provider behaves.
@@ -96,13 +144,16 @@ public struct IdentityProviderConfiguration: Sendable {
     /// Users; `demo`/`demo` by default.
     public var users: [DevUser] = [DevUser(username: "demo", password: "demo", subject: "248289761001", nickname: "Demo", birthdate: "1990-04-01")]
     /// Clients: the public `loginkit-cli` and the confidential `loginkit-service` (secret `dev-secret`),
-    /// both with ``DevClient/loopbackRedirectURIs``.
+    /// both with ``DevClient/loopbackRedirectURIs``, `loginkit-signed` (a secret long enough for
+    /// `client_secret_jwt`), and `workload-client`, which authenticates with a workload identity token
+    /// from the server's workload issuer.
     public var clients: [DevClient] = [
         DevClient(id: "loginkit-cli", redirectURIs: DevClient.loopbackRedirectURIs),
         DevClient(id: "loginkit-service", secret: "dev-secret", redirectURIs: DevClient.loopbackRedirectURIs),
         // Long enough a secret for client_secret_jwt (HS256 needs 32 bytes, RFC 7518 §3.2); it also
         // takes private_key_jwt once a key is registered for it.
         DevClient(id: "loginkit-signed", secret: "dev-secret-for-client-secret-jwt-0123456789"),
+        DevClient.workloadClient,
     ]
     /// The resources and audiences tokens may be asked for (RFC 8707, RFC 8693); others get
     /// `invalid_target`. `nil` (the default) accepts every absolute URI without a fragment.

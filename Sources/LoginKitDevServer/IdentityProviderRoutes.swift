@@ -13,7 +13,8 @@ import NIOCore
 
 /// The identity provider's HTTP endpoints: discovery, JWKS, token, pushed authorization requests,
 /// device authorization and its verification page, revocation, the JSON login API, and (through
-/// `AuthorizationEndpoint` and `ResourceEndpoint`) authorization and the protected resource.
+/// `AuthorizationEndpoint`, `ResourceEndpoint` and `WorkloadIssuerEndpoint`) authorization, the
+/// protected resource and the workload issuer.
 struct IdentityProviderRoutes {
     let provider: IdentityProvider
 
@@ -24,6 +25,7 @@ struct IdentityProviderRoutes {
         AuthorizationEndpoint(provider: provider).register(on: router)
         ResourceEndpoint(provider: provider).register(on: router)
         UserInfoEndpoint(provider: provider).register(on: router)
+        WorkloadIssuerEndpoint(provider: provider).register(on: router)
         router.get(".well-known/openid-configuration") { _, _ in
             Self.json(.ok, provider.discoveryDocument)
         }
@@ -91,13 +93,13 @@ struct IdentityProviderRoutes {
         }
     }
 
-    /// The token endpoint: the client authenticated, then the `DPoP` header checked (its key binds
-    /// the tokens every grant issues), then the grant. Every response carries the DPoP nonce when
-    /// the token endpoint requires one.
+    /// The token endpoint: the client authenticated (a JWT-bearer grant may name none), then the
+    /// `DPoP` header checked (its key binds the tokens every grant issues), then the grant. Every
+    /// response carries the DPoP nonce when the token endpoint requires one.
     private func handleToken(_ request: Request) async throws -> Response {
         let proofs = Self.dpopProofs(in: request.headers)
         if provider.presentedCertificate(in: request.headers) != nil { provider.monitor.count(.certificateTokenRequest) }
-        var response = try await withClient(request) { client, fields, resources in
+        var response = try await withClient(request, allowsAnonymousAssertionGrant: true) { client, fields, resources in
             let jkt = try provider.tokenRequestProof(proofs, path: IdentityProvider.tokenPath, enforcesPolicy: true)
             switch fields["grant_type"] {
             case "authorization_code":
@@ -119,6 +121,8 @@ struct IdentityProviderRoutes {
                 return Self.json(.ok, try provider.tokenExchangeGrant(client: client, fields: fields, resources: resources, jkt: jkt))
             case "urn:ietf:params:oauth:grant-type:device_code":
                 return Self.json(.ok, try provider.deviceCodeGrant(client: client, deviceCode: fields["device_code"], jkt: jkt))
+            case "urn:ietf:params:oauth:grant-type:jwt-bearer":
+                return Self.json(.ok, try provider.jwtBearerGrant(client: client, fields: fields, resources: resources, jkt: jkt))
             case nil:
                 throw IdentityProvider.OAuthError(status: 400, code: "invalid_request", description: "grant_type is required")
             case let other?:
@@ -164,9 +168,11 @@ struct IdentityProviderRoutes {
         try await withClient(request) { client, fields, _ in try body(client, fields) }
     }
 
-    /// Like the above, with the repeatable `resource` parameter (RFC 8707) collected.
+    /// Like the above, with the repeatable `resource` parameter (RFC 8707) collected. With
+    /// `allowsAnonymousAssertionGrant` (the token endpoint) a JWT-bearer grant that names no client
+    /// and authenticates none runs for `IdentityProvider.anonymousWorkloadClient`.
     private func withClient(
-        _ request: Request, _ body: (DevClient, [String: String], [String]) throws -> Response
+        _ request: Request, allowsAnonymousAssertionGrant: Bool = false, _ body: (DevClient, [String: String], [String]) throws -> Response
     ) async throws -> Response {
         let buffer = try await request.body.collect(upTo: Self.maximumBody)
         let text = String(buffer: buffer)
@@ -181,8 +187,13 @@ struct IdentityProviderRoutes {
             // The TLS client certificate the proxy passed on authenticates a client registered for
             // it, and binds the access tokens issued while `body` runs (RFC 8705).
             let certificate = provider.presentedCertificate(in: request.headers)
-            let client = try provider.authenticateClient(
-                basic: Self.basicCredentials(request.headers[.authorization]), fields: fields, certificate: certificate)
+            let basic = Self.basicCredentials(request.headers[.authorization])
+            let client: DevClient
+            if allowsAnonymousAssertionGrant, provider.isAnonymousAssertionGrant(basic: basic, fields: fields) {
+                client = IdentityProvider.anonymousWorkloadClient
+            } else {
+                client = try provider.authenticateClient(basic: basic, fields: fields, certificate: certificate)
+            }
             return try IdentityProvider.withRequestCertificate(certificate) { try body(client, fields, resources) }
         } catch let error as IdentityProvider.OAuthError {
             return Self.oauthError(error)

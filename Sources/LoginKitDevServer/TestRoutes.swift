@@ -127,7 +127,8 @@ struct TestRoutes {
             return "\(monitor.requestCount(path: String(path)))\n"
         }
         // The identity provider's hooks: every access token issued so far expires (the body says how
-        // many were live); a new DPoP nonce (the body is the nonce); the DPoP, PAR and resource counters.
+        // many were live); a new DPoP nonce (the body is the nonce); the DPoP, PAR, resource and
+        // workload token counters.
         group.post("expire-access-tokens") { _, _ -> String in
             "\(provider.expireAccessTokens())\n"
         }
@@ -142,6 +143,7 @@ struct TestRoutes {
                     "dpop_nonce_challenges": .number("\(monitor.dpopNonceChallenges)"),
                     "par_requests": .number("\(monitor.parRequests)"),
                     "resource_requests": .number("\(monitor.resourceRequests)"),
+                    "workload_tokens_issued": .number("\(monitor.workloadTokensIssued)"),
                 ])
         }
         group.put("minimum-version") { request, _ -> String in

@@ -83,27 +83,48 @@ package struct URLParts: Sendable, Hashable {
     /// which must not get the plain-http and no-proxy treatment loopback gets.
     package var isLoopback: Bool {
         if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
-        // Four decimal octets, each 0...255 without a leading zero, the first 127: read in one pass
-        // with no array (this runs for every request).
+        return Self.ipv4Prefix(of: host)?.first == 127
+    }
+
+    /// Whether the host is a link-local address written as one: `169.254.0.0/16` (four decimal
+    /// octets, as ``isLoopback`` reads them) or an IPv6 literal in `fe80::/10`, where cloud
+    /// instance metadata services answer over plain HTTP (`169.254.169.254`, `fe80::a9fe:a9fe`).
+    /// Never a name: a name is looked up in DNS, whose answer can point anywhere.
+    package var isLinkLocal: Bool {
+        if let prefix = Self.ipv4Prefix(of: host), prefix.first == 169, prefix.second == 254 { return true }
+        // An IPv6 literal (URLParts keeps it without brackets): the first group 0xfe80...0xfebf.
+        guard host.contains(":"), let first = host.split(separator: ":", omittingEmptySubsequences: false).first,
+            first.utf8.count == 4, let group = UInt16(first, radix: 16)
+        else { return false }
+        return group & 0xffc0 == 0xfe80
+    }
+
+    /// The first two octets of `host` written as four decimal octets
+    /// (each 0...255, 1 to 3 ASCII digits, no leading zero: libcurl and glibc read a leading zero as
+    /// octal and stop treating the host as an address at an `8` or `9`); `nil` for anything else.
+    /// Read in one pass with no array (this runs for every request).
+    private static func ipv4Prefix(of host: String) -> (first: Int, second: Int)? {
         var firstOctet = -1
+        var secondOctet = -1
         var dots = 0
         var value = 0
         var digits = 0
         for byte in host.utf8 {
-            if digits == 1 && value == 0 && byte != UInt8(ascii: ".") { return false }  // a leading zero
+            if digits == 1 && value == 0 && byte != UInt8(ascii: ".") { return nil }  // a leading zero
             if byte == UInt8(ascii: ".") {
-                guard digits > 0, dots < 3, value <= 255 else { return false }
-                if dots == 0 { firstOctet = value }
+                guard digits > 0, dots < 3, value <= 255 else { return nil }
+                if dots == 0 { firstOctet = value } else if dots == 1 { secondOctet = value }
                 dots += 1
                 value = 0
                 digits = 0
             } else {
-                guard (0x30...0x39).contains(byte), digits < 3 else { return false }
+                guard (0x30...0x39).contains(byte), digits < 3 else { return nil }
                 value = value * 10 + Int(byte - 0x30)
                 digits += 1
             }
         }
-        return digits > 0 && value <= 255 && dots == 3 && firstOctet == 127
+        guard digits > 0, value <= 255, dots == 3 else { return nil }
+        return (firstOctet, secondOctet)
     }
 
     private static let schemeSeparator: [UInt8] = Array("://".utf8)

@@ -25,7 +25,10 @@ public import ServiceLifecycle
 /// ```
 ///
 /// The tokens come from ``ClientCredentialsTokens``, so processes and hosts sharing its store still
-/// make one request per target; this service only moves the request ahead of the callers.
+/// make one request per target; this service only moves the request ahead of the callers. An
+/// `OAuth2API` configured with `clientAssertionSource` or `assertionGrantSource` asks its identity
+/// source at each new token, so a projected-token file the platform rotated is picked up without a
+/// restart.
 public final class ClientTokenRefresher: Service, Sendable {
     /// What the refresher did; for logs, health checks and tests.
     public enum Event: Sendable {

@@ -73,7 +73,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         // The one line a parent process reads; written at once, not buffered.
         FileHandle.standardOutput.write(Data("issuer: \(server.issuer)\n".utf8))
-        if !quiet { printBanner(issuer: server.issuer) }
+        if !quiet { printBanner(issuer: server.issuer, gitHubRequestToken: server.gitHubRequestToken) }
 
         var requests = stopRequests.makeAsyncIterator()
         let reason = await requests.next()
@@ -81,7 +81,7 @@ struct ServeCommand: AsyncParsableCommand {
         await server.stop()
     }
 
-    private func printBanner(issuer: String) {
+    private func printBanner(issuer: String, gitHubRequestToken: String) {
         if allowNonLoopback {
             standardError("warning: the dev server listens on \(host), reachable from other hosts; its users and secrets are public")
         }
@@ -93,6 +93,9 @@ struct ServeCommand: AsyncParsableCommand {
               issuer:    \(issuer)
               discovery: \(issuer)/.well-known/openid-configuration
               user:      demo / demo    clients: loginkit-cli (public), loginkit-service (secret dev-secret)
+              workload:  issuer \(issuer)/workload (client workload-client trusts its tokens)
+                         ACTIONS_ID_TOKEN_REQUEST_URL="\(issuer)/workload/github/token?api-version=2.0" ACTIONS_ID_TOKEN_REQUEST_TOKEN=\(gitHubRequestToken)
+                         metadata: \(issuer)/workload/metadata/token (header Metadata: true)
               try:       loginkit login --issuer \(issuer) --client-id loginkit-cli --username demo
               browser:   BROWSER="\(browse)" loginkit login --issuer \(issuer) --client-id loginkit-cli
             Press Ctrl-C to stop.

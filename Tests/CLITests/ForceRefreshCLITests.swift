@@ -26,26 +26,7 @@ struct ForceRefreshCLITests {
                 // Four invocations started while the test holds the store's lock: each started before
                 // any replacement could be issued (the refresh needs the lock), so they share one.
                 let store = try IDTokenStore(path: path, sealing: .none)
-                let (spawned, spawnedContinuation) = AsyncStream<Void>.makeStream()
-                let (held, heldContinuation) = AsyncStream<Void>.makeStream()
-                async let holding: Void = store.withExclusiveAccess { _ in
-                    heldContinuation.yield()
-                    for await _ in spawned { break }
-                }
-                for await _ in held { break }
-                let children: [LoginKitTestSupport.ChildProcess]
-                do {
-                    children = try (0..<4).map { _ in
-                        try LoginKitTestSupport.ChildProcess(
-                            try loginkitPath(), ["token", "--access", "--force-refresh"] + common, environment: ["LOGINKIT_STORAGE": "plaintext"])
-                    }
-                } catch {
-                    spawnedContinuation.yield()
-                    try await holding
-                    throw error
-                }
-                spawnedContinuation.yield()
-                try await holding
+                let children = try await loginkitChildrenStartedUnderLock(of: store, count: 4, ["token", "--access", "--force-refresh"] + common)
                 var runs: [Run] = []
                 for child in children {
                     var output = ""

@@ -48,3 +48,29 @@ func loginkit(_ arguments: [String], input: String? = nil, environment: [String:
     let status = await process.exitStatus()
     return Run(status: status, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
 }
+
+/// Starts `count` `loginkit` processes with `arguments` while holding `store`'s lock, and
+/// releases it once all of them run: none of them can have changed the store before the last one
+/// started. Returns the children (the caller reads them and waits for their exit).
+func loginkitChildrenStartedUnderLock(
+    of store: IDTokenStore, count: Int, _ arguments: [String], environment: [String: String] = ["LOGINKIT_STORAGE": "plaintext"]
+) async throws -> [LoginKitTestSupport.ChildProcess] {
+    let (spawned, spawnedContinuation) = AsyncStream<Void>.makeStream()
+    let (held, heldContinuation) = AsyncStream<Void>.makeStream()
+    async let holding: Void = store.withExclusiveAccess { _ in
+        heldContinuation.yield()
+        for await _ in spawned { break }
+    }
+    for await _ in held { break }
+    let children: [LoginKitTestSupport.ChildProcess]
+    do {
+        children = try (0..<count).map { _ in try LoginKitTestSupport.ChildProcess(try loginkitPath(), arguments, environment: environment) }
+    } catch {
+        spawnedContinuation.yield()
+        try await holding
+        throw error
+    }
+    spawnedContinuation.yield()
+    try await holding
+    return children
+}

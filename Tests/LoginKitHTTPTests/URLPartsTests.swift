@@ -75,6 +75,20 @@ import Testing
         #expect(try #require(URLParts(url)).isLoopback == false)
     }
 
+    /// Cloud metadata services answer plain HTTP on link-local addresses; only addresses written
+    /// as such count, never a name and never an octet that libcurl would read another way.
+    @Test func linkLocalAddressesAreThoseWrittenAsSuch() throws {
+        for url in ["http://169.254.169.254/metadata", "http://169.254.0.1/", "http://[fe80::a9fe:a9fe]/", "http://[FEBF::1]:80/"] {
+            #expect(try #require(URLParts(url)).isLinkLocal, "\(url)")
+        }
+        for url in [
+            "http://169.255.169.254/", "http://169.254.169.0254/", "http://0169.254.169.254/", "http://169.254.169/",
+            "http://metadata.google.internal/", "http://[fec0::1]/", "http://[fe8::1]/", "http://127.0.0.1/", "http://169.254.169.254.example/",
+        ] {
+            #expect(try #require(URLParts(url)).isLinkLocal == false, "\(url)")
+        }
+    }
+
     @Test func aZeroOctetIsLoopback() throws {
         #expect(try #require(URLParts("http://127.0.0.0:80/")).isLoopback)
         #expect(try #require(URLParts("http://127.10.200.255/")).isLoopback)

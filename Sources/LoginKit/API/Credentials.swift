@@ -8,9 +8,9 @@ import LoginKitJOSE
 /// What a login or a refresh returned: tokens, their expiry, scope and issuer, and for
 /// sender-constrained tokens (DPoP, RFC 9449) the key they are bound to.
 ///
-/// `description` says which tokens are present, when they expire and whether they are DPoP-bound,
-/// never their values or the key.
-public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+/// `description` (and so `String(reflecting:)`, `debugPrint` and `dump`) says which tokens are
+/// present, when they expire and whether they are DPoP-bound, never their values or the key.
+public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible, CustomReflectable {
     /// The ID token; `nil` when the provider issued none (some password grants don't).
     public var idToken: IDToken?
     /// The access token, when there is one.
@@ -77,7 +77,6 @@ public struct Credentials: Sendable, Hashable, Codable, CustomStringConvertible,
         return "Credentials(\(parts.joined(separator: ", ")))"
     }
 
-    public var debugDescription: String { description }
     public var customMirror: Mirror { Mirror(self, children: [:]) }
 }
 

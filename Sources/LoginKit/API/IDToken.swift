@@ -2,10 +2,11 @@ public import LoginKitJOSE
 
 /// An OpenID Connect ID token: the compact JWT as issued.
 ///
-/// `description` and `debugDescription` never show the token, only that there is one.
+/// `description` (and so `String(reflecting:)`, `debugPrint` and `dump`) never shows the token,
+/// only that there is one.
 /// Claims are decoded on demand and are not verified by decoding; the kit verifies ID tokens
 /// (`IDTokenVerifier`, from LoginKitJOSE) before storing them.
-public struct IDToken: Sendable, Hashable, Codable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+public struct IDToken: Sendable, Hashable, Codable, CustomStringConvertible, CustomReflectable {
     /// The compact JWT.
     public let rawValue: String
 
@@ -32,6 +33,5 @@ public struct IDToken: Sendable, Hashable, Codable, CustomStringConvertible, Cus
     }
 
     public var description: String { "IDToken(redacted, \(rawValue.utf8.count) bytes)" }
-    public var debugDescription: String { description }
     public var customMirror: Mirror { Mirror(self, children: [:]) }
 }

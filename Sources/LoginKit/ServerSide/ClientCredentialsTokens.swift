@@ -16,6 +16,9 @@ import LoginKitJOSE
 /// attributes naming the target (`resource`, `audience`, `scope`), so `loginkit status` shows it.
 /// Tokens are served from memory while they are valid beyond the refresh margin; a token about to
 /// expire is replaced under the lock, where one another process just saved is taken instead.
+/// An `OAuth2API` whose configuration sets `clientAssertionSource` or `assertionGrantSource` asks
+/// its identity source at each new token, so a projected-token file the platform rotated is used
+/// without a restart.
 ///
 /// Concurrency contract: `Sendable`; share one instance per API and store.
 public final class ClientCredentialsTokens: Sendable {
@@ -116,7 +119,7 @@ public final class ClientCredentialsTokens: Sendable {
                 var credentials = try await api.clientCredentials(for: target)
                 credentials.issuedAt = clock.now
                 var attributes = target.attributes
-                attributes["grant"] = "client_credentials"
+                attributes["grant"] = Self.grantName(of: api)
                 transaction[name] = StoredProfile(
                     credentials: credentials, source: api.source, userID: api.source.clientID, attributes: attributes, updatedAt: clock.now)
                 return credentials
@@ -199,11 +202,18 @@ public final class ClientCredentialsTokens: Sendable {
         memory.withLock { $0.removeAll() }
     }
 
-    /// A profile of this name holds this client's client-credentials token for this target, or
-    /// it is not this object's to use or overwrite.
+    /// The `grant` attribute of the profiles `api` fills: `jwt_bearer` for an `OAuth2API` with an
+    /// `assertionGrantSource`, `client_credentials` otherwise.
+    static func grantName(of api: any ClientCredentialsAPI) -> String {
+        (api as? OAuth2API)?.configuration.assertionGrantSource != nil ? "jwt_bearer" : "client_credentials"
+    }
+
+    /// A profile of this name holds this client's own token (either grant of
+    /// ``StoredProfile/clientGrants``: a configuration may move from one to the other) for this
+    /// target, or it is not this object's to use or overwrite.
     private func checkOwnership(of stored: StoredProfile, name: String, target: TokenTarget) throws {
         // Keys compared byte for byte (the profile's name is the SHA-256 of the key's bytes).
-        guard stored.source.isSameProvider(as: api.source), stored.attributes["grant"] == "client_credentials",
+        guard stored.source.isSameProvider(as: api.source), stored.attributes["grant"].map({ StoredProfile.clientGrants.contains($0) }) ?? false,
             TokenTarget(attributes: stored.attributes).cacheKey.utf8.elementsEqual(target.cacheKey.utf8)
         else {
             throw LoginRequiredError(

@@ -72,7 +72,9 @@ extension AuthService {
     }
 
     /// Logs the client itself in (client credentials grant), for services. The profile's user is
-    /// the client ID.
+    /// the client ID. With an `OAuth2API` whose configuration sets `assertionGrantSource`, the
+    /// JWT-bearer grant with the source's token instead; either way, the profile is renewed by the
+    /// same grant when its token expires (the source is asked again).
     ///
     /// - Throws: `LoginError` `.invalidConfiguration` when the API has no client-credentials grant, and
     ///   what ``logIn(for:with:)`` throws.
@@ -88,6 +90,13 @@ extension AuthService {
         try checkNotOvertaken(startedIn: epoch)
         let credentials = try await api.clientCredentials(scope: scope)
         var attributes = ["grant": "client_credentials"]
+        if let oauth2 = api as? OAuth2API {
+            if let source = oauth2.configuration.assertionGrantSource {
+                attributes["grant"] = "jwt_bearer"
+                attributes["assertion_source"] = source.specification
+            }
+            if let source = oauth2.configuration.clientAssertionSource { attributes["client_assertion_source"] = source.specification }
+        }
         if let scope { attributes["scope"] = scope }
         let clientID = User.ID(rawValue: api.source.clientID ?? "client")
         return try await saveLogin(credentials, loginID: clientID, attributes: attributes, usesIDTokenSubject: false, startedIn: epoch)

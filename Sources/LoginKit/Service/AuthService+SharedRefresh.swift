@@ -365,7 +365,9 @@ extension AuthService {
         var attempt = 0
         while true {
             do {
-                if stored.attributes["grant"] == "client_credentials", stored.credentials.refreshToken == nil,
+                // A service's own login (client credentials, JWT bearer): the grant again, which
+                // asks an identity source again for its assertion.
+                if stored.attributes["grant"].map({ StoredProfile.clientGrants.contains($0) }) ?? false, stored.credentials.refreshToken == nil,
                     let api = api as? any ClientCredentialsAPI
                 {
                     return .refreshed(try await api.clientCredentials(for: TokenTarget(attributes: stored.attributes)))

@@ -18,12 +18,13 @@ import Tracing
 ///   writes of a store's file or table (not cache hits).
 package enum Telemetry {
     /// The grant's short name for labels: `password`, `refresh_token`, `client_credentials`,
-    /// `device_code`, `authorization_code`, `token_exchange`, or `other`.
+    /// `device_code`, `authorization_code`, `token_exchange`, `jwt_bearer`, or `other`.
     static func grantName(_ grantType: String?) -> String {
         switch grantType {
         case "password", "refresh_token", "client_credentials", "authorization_code": grantType ?? "other"
         case "urn:ietf:params:oauth:grant-type:device_code": "device_code"
         case "urn:ietf:params:oauth:grant-type:token-exchange": "token_exchange"
+        case "urn:ietf:params:oauth:grant-type:jwt-bearer": "jwt_bearer"
         default: "other"
         }
     }

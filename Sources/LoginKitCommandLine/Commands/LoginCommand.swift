@@ -9,18 +9,19 @@ import Foundation
 import LoginKit
 import LoginKitViewModel
 
-/// `loginkit login`: a browser, password, device-code or client-credentials login into a profile.
+/// `loginkit login`: a browser, password, device-code, client-credentials or JWT-bearer login into
+/// a profile.
 struct LoginCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "login",
         abstract: "Log in and save the credentials to a profile.",
         discussion: """
             Choose the provider with --issuer (OpenID Connect), --login-url (JSON login API) or \
-            --cognito-pool-id with --cognito-region. With --issuer and none of --username, --device and \
-            --client-credentials, the login runs in the browser (authorization code with PKCE over a \
-            loopback redirect); the URL is always printed on stderr, and with --no-browser, or when no \
-            browser opens, the address the browser ends on can be pasted on stdin. The password comes \
-            from a no-echo prompt, or from --password-stdin. Secrets are never taken from flag values.
+            --cognito-pool-id with --cognito-region. With --issuer and none of --username, --device, \
+            --client-credentials and --jwt-bearer, the login runs in the browser (authorization code with \
+            PKCE over a loopback redirect); the URL is always printed on stderr, and with --no-browser, or \
+            when no browser opens, the address the browser ends on can be pasted on stdin. The password \
+            comes from a no-echo prompt, or from --password-stdin. Secrets are never taken from flag values.
 
             With --dpop (or --dpop-alg), every login makes a key pair of the profile's own and the \
             provider binds the tokens to it (DPoP, RFC 9449): a copied token is useless without the \
@@ -36,7 +37,16 @@ struct LoginCommand: AsyncParsableCommand {
             --insecure-skip-id-token-verification stores them unverified instead: only for an API whose \
             tokens this client never trusts, since anyone able to answer the login request could then \
             log the profile in as anybody.
-            """
+
+            Workload identity (with --issuer): --client-credentials --client-assertion-source SOURCE \
+            authenticates the client with the source's token as its client assertion instead of a secret \
+            or key (the provider trusts the platform that issued it: workload identity federation). \
+            --jwt-bearer --assertion-source SOURCE logs in with the JWT-bearer grant (RFC 7523), the \
+            source's token as the grant: the token names the workload, not a user. Neither login has a \
+            refresh token: the profile records the source (and the --source-header headers, sealed with \
+            the tokens), and every later command asks it again when the token must be renewed, once \
+            across concurrent invocations.
+            """ + "\n\n" + SourceOptions.discussion
     )
 
     @Option(help: "OpenID Connect issuer URL (default: $LOGINKIT_ISSUER).") var issuer: String?
@@ -55,6 +65,22 @@ struct LoginCommand: AsyncParsableCommand {
         help: "Log the client itself in (secret from $LOGINKIT_CLIENT_SECRET or --client-secret-stdin, or a key with --private-key).")
     var clientCredentials = false
     @Flag(name: .customLong("client-secret-stdin"), help: "Read the client secret from standard input.") var clientSecretStdin = false
+    @Option(
+        name: .customLong("client-assertion-source"),
+        help: ArgumentHelp(
+            "With --client-credentials or --jwt-bearer: authenticate the client with this source's token as its client assertion, instead of a secret or key.",
+            valueName: "source"))
+    var clientAssertionSource: String?
+    @Flag(
+        name: .customLong("jwt-bearer"),
+        help: "Log in with the JWT-bearer grant (RFC 7523): the token of --assertion-source is the grant (needs --issuer and --client-id).")
+    var jwtBearer = false
+    @Option(
+        name: .customLong("assertion-source"),
+        help: ArgumentHelp(
+            "With --jwt-bearer: where the grant's assertion comes from: file:PATH, exec:PROGRAM, url:URL, github-actions[:AUDIENCE] or env:VAR.",
+            valueName: "source"))
+    var assertionSource: String?
     @Flag(
         name: .customLong("insecure-skip-id-token-verification"),
         help: "With --login-url: store the ID token without verifying it. Only for an API whose tokens this client never trusts."
@@ -66,6 +92,7 @@ struct LoginCommand: AsyncParsableCommand {
     @OptionGroup(title: "Browser login") var browserOptions: BrowserOptions
     @OptionGroup(title: "Endpoints (for providers without full discovery)") var endpointOptions: EndpointOptions
     @OptionGroup(title: "Client authentication (confidential clients)") var clientAuthOptions: ClientAuthOptions
+    @OptionGroup(title: "Identity sources (--client-assertion-source, --assertion-source)") var sourceOptions: SourceOptions
     @OptionGroup(title: "Sender-constrained tokens and pushed authorization requests (OpenID Connect)") var dpopOptions: DPoPOptions
     @OptionGroup var networkOptions: NetworkOptions
     @OptionGroup var storeOptions: StoreOptions
@@ -77,9 +104,9 @@ struct LoginCommand: AsyncParsableCommand {
     private var isOpenIDConnect: Bool { loginURL == nil && cognitoPoolID == nil }
 
     /// Whether this is a browser login: `--browser`, or an OpenID Connect provider and none of
-    /// `--username`, `--device`, `--client-credentials`.
+    /// `--username`, `--device`, `--client-credentials`, `--jwt-bearer`.
     private var usesBrowser: Bool {
-        browser || (isOpenIDConnect && username == nil && !device && !clientCredentials)
+        browser || (isOpenIDConnect && username == nil && !device && !clientCredentials && !jwtBearer)
     }
 
     func validate() throws {
@@ -109,13 +136,56 @@ struct LoginCommand: AsyncParsableCommand {
         if cognitoPoolID == nil, !(loginURL != nil && insecureSkipIDTokenVerification), issuer != nil, clientID == nil {
             throw ValidationError("--issuer needs --client-id (or $LOGINKIT_CLIENT_ID): the audience its ID tokens must be meant for")
         }
+        try validateWorkload()
         try validateModes()
+    }
+
+    /// The JWT-bearer grant's and the identity sources' flags: `--jwt-bearer` needs
+    /// `--assertion-source` and excludes the other logins; `--client-assertion-source` is the
+    /// client's authentication, so no secret or key goes with it; a source is recorded in the
+    /// user's own file store only, never in a fleet store (``SourceAttributes/isUsersOwn(_:)``).
+    private func validateWorkload() throws {
+        if jwtBearer {
+            let others = [("--device", device), ("--username", username != nil), ("--browser", browser), ("--client-credentials", clientCredentials)]
+                .filter(\.1).map(\.0)
+            if !others.isEmpty { throw ValidationError("--jwt-bearer excludes \(others.joined(separator: ", "))") }
+            if !isOpenIDConnect { throw ValidationError("--jwt-bearer needs an OpenID Connect provider (--issuer), not --login-url or --cognito-pool-id") }
+            if assertionSource == nil {
+                throw ValidationError("--jwt-bearer needs --assertion-source SOURCE, where the grant's assertion comes from: \(SourceOptions.forms)")
+            }
+        } else if assertionSource != nil {
+            throw ValidationError("--assertion-source applies with --jwt-bearer only")
+        }
+        if clientAssertionSource != nil {
+            if !clientCredentials && !jwtBearer {
+                throw ValidationError("--client-assertion-source applies with --client-credentials or --jwt-bearer only")
+            }
+            let keyFlags = clientAuthOptions.given
+            if !keyFlags.isEmpty {
+                throw ValidationError("--client-assertion-source excludes \(keyFlags.joined(separator: ", ")): the source's token is the client's assertion")
+            }
+            if clientSecretStdin {
+                throw ValidationError("--client-assertion-source and --client-secret-stdin exclude each other: the client authenticates with the source's token")
+            }
+            if APIFactory.environmentSecret != nil {
+                throw ValidationError(
+                    "--client-assertion-source and $LOGINKIT_CLIENT_SECRET exclude each other: the client authenticates with the source's token, "
+                        + "not a secret; unset LOGINKIT_CLIENT_SECRET for this login")
+            }
+        }
+        try sourceOptions.check([("--client-assertion-source", clientAssertionSource), ("--assertion-source", assertionSource)])
+        if clientAssertionSource != nil || assertionSource != nil, storeOptions.namesFleetStore {
+            let flags = [("--client-assertion-source", clientAssertionSource), ("--assertion-source", assertionSource)].filter { $0.1 != nil }.map(\.0)
+            throw ValidationError(
+                "\(flags.joined(separator: " and ")) \(flags.count == 1 ? "works" : "work") with your own file store only, not a postgres:// fleet store: "
+                    + SourceAttributes.fleetReason + "; log the workload in with --store FILE")
+        }
     }
 
     /// The browser login's and explicit endpoints' flags against the login chosen.
     private func validateModes() throws {
-        if browser && (username != nil || device || clientCredentials) {
-            throw ValidationError("--browser excludes --username, --device and --client-credentials")
+        if browser && (username != nil || device || clientCredentials || jwtBearer) {
+            throw ValidationError("--browser excludes --username, --device, --client-credentials and --jwt-bearer")
         }
         if browser && !isOpenIDConnect {
             throw ValidationError("--browser needs an OpenID Connect provider (--issuer), not --login-url or --cognito-pool-id")
@@ -155,7 +225,8 @@ struct LoginCommand: AsyncParsableCommand {
                 // A refused scope (invalid_scope) names the scope asked and those discovery lists: exit 2.
                 let user: User? = try await ClientAuthOptions.namingMissingCredential(of: oauth2?.configuration) {
                     () async throws -> User? in
-                    if clientCredentials {
+                    if clientCredentials || jwtBearer {
+                        // The JWT-bearer grant is the client's grant with the source's assertion (assertionGrantSource).
                         return try await Terminal.withSpinner("Logging in…") { try await service.logInAsClient(scope: scope) }
                     }
                     if device { return try await InteractiveLogin.device(service: service, scope: scope) }
@@ -163,8 +234,10 @@ struct LoginCommand: AsyncParsableCommand {
                     return try await passwordLogin(service: service)
                 }
                 if let oauth2 {
-                    // The profile remembers the issuer, not explicit endpoints: refresh and logout need them too.
+                    // The profile remembers the issuer, not explicit endpoints: refresh and logout need them too,
+                    // and the identity sources, asked again when the token must be renewed.
                     let recorded = clientAuthOptions.attributes.merging(try await oauth2.clientAuthenticationAttributes()) { given, _ in given }
+                        .merging(SourceAttributes.attributes(of: oauth2.configuration)) { _, source in source }
                     try await EndpointAttributes.record(
                         oauth2.configuration, extra: recorded.merging(ClientCertificateOptions.attributes(presentedBy: client)) { _, presented in presented },
                         source: oauth2.source, in: store, profile: storeOptions.profileName)
@@ -205,6 +278,12 @@ struct LoginCommand: AsyncParsableCommand {
         var configuration = OAuth2API.Configuration(issuer: issuer, clientID: clientID, clientSecret: clientSecret)
         endpointOptions.apply(to: &configuration)
         try clientAuthOptions.apply(to: &configuration)
+        if let clientAssertionSource {
+            configuration.clientAssertionSource = try sourceOptions.source(clientAssertionSource, flag: "--client-assertion-source")
+        }
+        if jwtBearer, let assertionSource {
+            configuration.assertionGrantSource = try sourceOptions.source(assertionSource, flag: "--assertion-source")
+        }
         dpopOptions.apply(to: &configuration)
         // Without --scope: openid plus what discovery's scopes_supported offers of profile, email, offline_access.
         return try await InteractiveLogin.api(configuration, scope: scope, transport: transport)

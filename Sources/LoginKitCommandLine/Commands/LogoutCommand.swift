@@ -115,7 +115,8 @@ struct LogoutCommand: AsyncParsableCommand {
         }
         // Revoked over a connection that presents the certificate the profile's login recorded.
         let result = try await ClientCertificateOptions.withClient(transport, presentingCertificateIn: stored.attributes) { transport in
-            let api = try APIFactory.api(for: stored.source, attributes: stored.attributes, transport: transport, clientSecret: APIFactory.environmentSecret)
+            let api = try APIFactory.api(
+                for: stored.source, attributes: stored.attributes, from: opened.store, transport: transport, clientSecret: APIFactory.environmentSecret)
             let service = AuthService(api: api, store: opened.store, profile: name)
             let result = await service.logOut()
             await service.shutdown()

@@ -83,7 +83,7 @@ enum ProfileAccessToken {
         let configuration = ClientCertificateOptions.presenting(network, recordedIn: stored.attributes)
         return try await CurlHTTPClient.withClient(configuration: configuration) { client in
             let api = try APIFactory.api(
-                for: stored.source, attributes: stored.attributes, transport: client, clientSecret: APIFactory.environmentSecret)
+                for: stored.source, attributes: stored.attributes, from: store, transport: client, clientSecret: APIFactory.environmentSecret)
             return await ProfileCall.run(api: api, store: store, profile: name) { service in
                 try await ClientAuthOptions.namingMissingCredential(of: (api as? OAuth2API)?.configuration) {
                     try await body(service)

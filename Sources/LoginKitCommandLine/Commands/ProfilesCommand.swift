@@ -80,12 +80,16 @@ extension ProfilesCommand {
             var isDefault: Bool { DefaultProfile.isDefault(profile) }
             var identity: UserIdentity { UserIdentity(profile: profile) }
             var issuer: String { profile.credentials.issuer ?? profile.source.endpoint }
-            var isClient: Bool { profile.attributes["grant"] == "client_credentials" }
+            /// A client's login (`--client-credentials`) or a workload's (`--jwt-bearer`): no user.
+            var isClient: Bool { StoredProfile.clientGrants.contains(profile.attributes["grant"] ?? "") }
+            /// The workload a JWT-bearer login recorded (the access token's `sub`); `nil` for a client's login.
+            var workload: String? { isClient ? profile.attributes[UserIdentity.displayNameAttribute] : nil }
             var expired: Bool { profile.credentials.expiresAt.map { $0 <= Date() } ?? false }
 
-            /// Who, escaped: `alice (alice@example.test)`, else the stored user ID, `(the client)` for a client's login.
+            /// Who, escaped: `alice (alice@example.test)`, else the stored user ID; for a client's
+            /// login, the workload it names, else `(the client)`.
             var who: String {
-                if isClient { return "(the client)" }
+                if isClient { return workload.map { Terminal.printable($0, limit: 100) } ?? "(the client)" }
                 return identity.shown ?? profile.userID.map { Terminal.printable($0, limit: 100) } ?? "-"
             }
 
@@ -93,7 +97,7 @@ extension ProfilesCommand {
                 let identity = self.identity
                 return [
                     "name": .text(name), "default": .flag(isDefault),
-                    "user": .textOrNull(isClient ? nil : identity.displayName ?? profile.userID),
+                    "user": .textOrNull(isClient ? workload : identity.displayName ?? profile.userID),
                     "display_name": .textOrNull(identity.displayName), "email": .textOrNull(identity.email),
                     "subject": .textOrNull(profile.userID), "issuer": .text(issuer), "api": .text(profile.source.kind.rawValue),
                     "client_id": .textOrNull(profile.source.clientID), "expires_at": JSONOutput.timestamp(profile.credentials.expiresAt),

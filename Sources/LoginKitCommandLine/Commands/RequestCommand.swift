@@ -105,7 +105,8 @@ struct RequestCommand: AsyncParsableCommand {
                 guard let stored = try await store.profile(named: name) else {
                     throw CLIFailure(exitCode: 3, "not logged in (profile \"\(Terminal.printable(name, limit: 100))\"); run `loginkit login`")
                 }
-                let api = try APIFactory.api(for: stored.source, attributes: stored.attributes, transport: client, clientSecret: APIFactory.environmentSecret)
+                let api = try APIFactory.api(
+                    for: stored.source, attributes: stored.attributes, from: store, transport: client, clientSecret: APIFactory.environmentSecret)
                 let call = await ProfileCall.run(api: api, store: store, profile: name) { service in
                     try await ClientAuthOptions.namingMissingCredential(of: (api as? OAuth2API)?.configuration) {
                         try await service.send(request, body: body)

@@ -23,12 +23,14 @@ extension TokenCommand {
     }
 
     /// The provider named by `--issuer`/`--client-id` (with `--login`, also `$LOGINKIT_ISSUER` and
-    /// `$LOGINKIT_CLIENT_ID`), else the one `stored` was logged in with. What the profile remembers
-    /// of the same issuer and client (scope, explicit endpoints) is used unless a flag says otherwise.
+    /// `$LOGINKIT_CLIENT_ID`), else the one `stored` (read from `store`) was logged in with. What the
+    /// profile remembers of the same issuer and client (scope, explicit endpoints, identity
+    /// sources) is used unless a flag says otherwise.
     ///
     /// - Throws: `CLIFailure`: exit 3 without a profile and without `--login`; exit 2 when a login
-    ///   is asked for and nothing names the provider.
-    func provider(stored: StoredProfile?, transport: any HTTPTransport) throws -> Provider {
+    ///   is asked for and nothing names the provider; exit 1 for recorded identity sources that
+    ///   cannot be used (``SourceAttributes/apply(_:to:from:)``).
+    func provider(stored: StoredProfile?, from store: any TokenStore, transport: any HTTPTransport) throws -> Provider {
         let environment = ProcessInfo.processInfo.environment
         func variable(_ name: String) -> String? {
             login == .never ? nil : environment[name].flatMap { $0.isEmpty ? nil : $0 }
@@ -42,7 +44,7 @@ extension TokenCommand {
             var remembered: String?
             if let stored, Self.isSameClient(stored.source, issuer: issuer, clientID: clientID) {
                 configuration = try APIFactory.oauth2Configuration(
-                    for: stored.source, attributes: stored.attributes, clientSecret: secret, secretClientID: clientID, secretIssuer: issuer)
+                    for: stored.source, attributes: stored.attributes, from: store, clientSecret: secret, secretClientID: clientID, secretIssuer: issuer)
                 remembered = stored.source.scope
             }
             return oauth2Provider(configuration, remembered: remembered, transport: transport)
@@ -60,10 +62,10 @@ extension TokenCommand {
             if !oauth2Flags.isEmpty {
                 throw CLIFailure.usage("\(oauth2Flags.joined(separator: ", ")) apply to an OpenID Connect profile only")
             }
-            let api = try APIFactory.api(for: stored.source, attributes: stored.attributes, transport: transport, clientSecret: secret)
+            let api = try APIFactory.api(for: stored.source, attributes: stored.attributes, from: store, transport: transport, clientSecret: secret)
             return Provider(api: api, configuration: nil, scope: scope)
         }
-        let configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, clientSecret: secret)
+        let configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, from: store, clientSecret: secret)
         return oauth2Provider(configuration, remembered: stored.source.scope, transport: transport)
     }
 
@@ -119,8 +121,10 @@ extension TokenCommand {
             _ = try await InteractiveLogin.auto(service: service, api: api, options: options, scope: nil)
         }
         if let api {
-            // The profile remembers the issuer, not explicit endpoints: later refreshes need them too.
+            // The profile remembers the issuer, not explicit endpoints: later refreshes need them too,
+            // and the client assertion's identity source (a user's login has no JWT-bearer grant).
             let recorded = try await api.clientAuthenticationAttributes()
+                .merging(SourceAttributes.attributes(of: api.configuration, includingGrant: false)) { _, source in source }
             try await EndpointAttributes.record(
                 api.configuration, extra: recorded.merging(ClientCertificateOptions.attributes(presentedBy: api.httpTransport)) { _, presented in presented },
                 source: api.source, in: store, profile: storeOptions.profileName)

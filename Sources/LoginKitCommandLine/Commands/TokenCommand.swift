@@ -25,10 +25,14 @@ struct TokenCommand: AsyncParsableCommand {
             concurrent invocations open the browser once. --exec-credential prints kubectl's ExecCredential \
             (client.authentication.k8s.io/v1) instead of the bare token.
 
-            For a profile logged in with --client-credentials, --resource (repeatable), --audience and \
-            --scope ask for the client's access token for that target (RFC 8707): each target is cached \
-            in a profile of its own (<profile>#<hash>), and concurrent invocations make one request per \
-            target.
+            For a profile logged in with --client-credentials or --jwt-bearer, --resource (repeatable), \
+            --audience and --scope ask for the client's access token for that target (RFC 8707): each \
+            target is cached in a profile of its own (<profile>#<hash>), and concurrent invocations make \
+            one request per target.
+
+            A profile logged in with an identity source (--client-assertion-source, --assertion-source) \
+            has no refresh token: its token is renewed by asking the source again (running the program, \
+            reading the file, …) and the provider, once across concurrent invocations.
 
             --header-for METHOD URL prints, instead of the token, the header lines another HTTP client \
             sends with that request: `Authorization: Bearer <token>`, or for a DPoP-bound profile \
@@ -142,7 +146,7 @@ struct TokenCommand: AsyncParsableCommand {
             let output = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
                 if asksForTarget { return try await self.targetToken(store: store, transport: client) }
                 let stored = try await store.profile(named: storeOptions.profileName)
-                let provider = try self.provider(stored: stored, transport: client)
+                let provider = try self.provider(stored: stored, from: store, transport: client)
                 let call = await ProfileCall.run(api: provider.api, store: store, profile: storeOptions.profileName) { service in
                     try await ClientAuthOptions.namingMissingCredential(of: provider.configuration) {
                         try await self.issued(from: service, forcingRefresh: self.forceRefresh)
@@ -170,16 +174,19 @@ struct TokenCommand: AsyncParsableCommand {
 
 extension TokenCommand {
     /// The client's access token for `--resource`/`--audience`/`--scope`, from the profile's
-    /// client-credentials login (its client, issuer and client authentication).
+    /// client-credentials or JWT-bearer login (its client, issuer, client authentication and
+    /// identity sources: a JWT-bearer profile's targets are asked for with its grant).
     func targetToken(store: any TokenStore, transport: CurlHTTPClient) async throws -> Issued {
         let name = storeOptions.profileName
         guard let stored = try await store.profile(named: name) else {
             throw CLIFailure(exitCode: 3, "not logged in (profile \"\(name)\"); run `loginkit login --client-credentials`")
         }
-        guard stored.source.kind == .oauth2, stored.attributes["grant"] == "client_credentials" else {
-            throw CLIFailure.usage("--resource, --audience and --scope (without --login) need a profile logged in with `loginkit login --client-credentials`")
+        guard stored.source.kind == .oauth2, StoredProfile.clientGrants.contains(stored.attributes["grant"] ?? "") else {
+            throw CLIFailure.usage(
+                "--resource, --audience and --scope (without --login) need a profile logged in with `loginkit login --client-credentials` or `--jwt-bearer`")
         }
-        let configuration = try APIFactory.oauth2Configuration(for: stored.source, attributes: stored.attributes, clientSecret: APIFactory.environmentSecret)
+        let configuration = try APIFactory.oauth2Configuration(
+            for: stored.source, attributes: stored.attributes, from: store, clientSecret: APIFactory.environmentSecret)
         let api = OAuth2API(configuration: configuration, transport: transport)
         let tokens = ClientCredentialsTokens(api: api, store: store, baseProfile: name)
         let credentials = try await ClientAuthOptions.namingMissingCredential(of: configuration) {
@@ -286,7 +293,9 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: """
             binding: says whether the tokens are bound to the profile's DPoP key (its algorithm and \
             RFC 7638 thumbprint) or bearer tokens; cnf.jkt: the key thumbprint the access token names, \
-            read from it without verification, and whether it is the profile's key.
+            read from it without verification, and whether it is the profile's key. identity source: \
+            for a profile logged in with one, the source's kind (file, exec, url, github-actions, env) \
+            and use (client assertion, JWT bearer grant), never its token or headers.
             """)
 
     @Flag(help: "Print JSON on stdout.") var json = false
@@ -309,6 +318,10 @@ struct StatusCommand: AsyncParsableCommand {
             let expiresAt = profile.credentials.expiresAt
             let expired = expiresAt.map { $0 <= Date() } ?? false
             let binding = TokenBinding(profile.credentials)
+            // Kind and use only: a source's specification may name a URL whose headers hold secrets.
+            let sources = SourceAttributes.uses(in: profile.attributes)
+            var sourceJSON = JSONOutput.Value.null
+            if let source = sources.first { sourceJSON = .object(["kind": .text(source.kind), "use": .text(source.use.json)]) }
             if json {
                 JSONOutput.print([
                     "profile": .text(choice.name), "profile_source": .text(choice.sourceName), "profile_file": .textOrNull(choice.file),
@@ -323,6 +336,7 @@ struct StatusCommand: AsyncParsableCommand {
                     "storage": .textOrNull(storage?.level), "storage_detail": .textOrNull(storage.map(\.detail)),
                     "binding": .text(binding.isDPoP ? "dpop" : "bearer"), "dpop_alg": .textOrNull(binding.algorithm?.rawValue),
                     "dpop_jkt": .textOrNull(binding.keyThumbprint), "cnf_jkt": .textOrNull(binding.confirmedThumbprint),
+                    "identity_source": sourceJSON,
                 ].merging(details.map { ($0.key, .text($0.value)) }) { first, _ in first })
             } else {
                 print("profile:        \(Terminal.printable(choice.name, limit: 200))\(choice.provenance.map { " (\($0))" } ?? "")")
@@ -338,6 +352,10 @@ struct StatusCommand: AsyncParsableCommand {
                 print("id token:       \(profile.credentials.idToken != nil ? "yes" : "no")")
                 print("binding:        \(binding.summary)")
                 if let confirmation = binding.confirmationSummary { print("cnf.jkt:        \(confirmation)") }
+                if !sources.isEmpty {
+                    let shown = sources.map { source in source.kind + " (" + source.use.text + ")" }
+                    print("identity source: \(shown.joined(separator: ", "))")
+                }
                 print("store:          \(opened.location)\(storage == nil && opened.isSealed ? " (sealed)" : "")")
                 if let storage { print("storage:        \(Terminal.printable(storage.description, limit: 500))") }
                 for detail in details {

@@ -92,15 +92,16 @@ struct ClientAuthOptions: ParsableArguments {
     }
 
     /// Runs `body`, which talks to the provider as `configuration`'s client. When that client had
-    /// neither a secret nor a key nor a TLS client authentication method, its requests went out
-    /// unauthenticated: a provider refusing the client (`invalid_client`, or HTTP 401) then gets a
-    /// failure that says no secret was supplied, with the exit code the refusal has anyway. Every
-    /// other error passes unchanged.
+    /// neither a secret nor a key nor an identity source for its assertion nor a TLS client
+    /// authentication method, its requests went out unauthenticated: a provider refusing the client
+    /// (`invalid_client`, or HTTP 401) then gets a failure that says no secret was supplied, with
+    /// the exit code the refusal has anyway. Every other error passes unchanged.
     static func namingMissingCredential<T>(of configuration: OAuth2API.Configuration?, _ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch {
             guard let configuration, configuration.clientSecret == nil, configuration.clientAssertionKey == nil,
+                configuration.clientAssertionSource == nil,
                 ![.tlsClientAuth, .selfSignedTLSClientAuth].contains(configuration.clientAuthenticationMethod),
                 let answer = clientRefusal(error)
             else { throw error }

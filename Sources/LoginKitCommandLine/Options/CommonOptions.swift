@@ -70,9 +70,20 @@ struct StoreOptions: ParsableArguments {
         return opened
     }
 
+    /// The store named by `--store`, else `LOGINKIT_STORE`; `nil`: the default file.
+    private var givenStore: String? {
+        store ?? environment["LOGINKIT_STORE"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// Whether the store this run opens is a `postgres://` fleet store (named by `--store` or
+    /// `LOGINKIT_STORE`) rather than the user's own file store.
+    var namesFleetStore: Bool {
+        givenStore.map(Self.isRemote) ?? false
+    }
+
     private func openStoreOnly() async throws -> CommandLineStore {
         Terminal.verbose = verbose
-        let given = store ?? environment["LOGINKIT_STORE"].flatMap { $0.isEmpty ? nil : $0 }
+        let given = givenStore
         if let given, Self.isRemote(given) {
             guard let fleet = Self.fleet else {
                 throw CLIFailure(exitCode: 1, "a postgres:// store is opened by loginkit-fleet, which this loginkit did not hand over to; run loginkit-fleet")
@@ -285,13 +296,16 @@ struct NetworkOptions: ParsableArguments {
 
 /// Builds the API a stored profile came from, so that `token` works with nothing but `--profile`.
 enum APIFactory {
-    /// `attributes` are the profile's: explicit endpoints recorded at login (``EndpointAttributes``).
+    /// `attributes` are the profile's: explicit endpoints recorded at login (``EndpointAttributes``),
+    /// and identity sources, taken only from the user's own file store (`store`, the one the
+    /// profile was read from: ``SourceAttributes/apply(_:to:from:)``).
     static func api(
-        for source: CredentialSource, attributes: [String: String] = [:], transport: any HTTPTransport, clientSecret: String?
+        for source: CredentialSource, attributes: [String: String] = [:], from store: any TokenStore, transport: any HTTPTransport,
+        clientSecret: String?
     ) throws -> any AuthAPI {
         switch source.kind {
         case .oauth2:
-            let configuration = try oauth2Configuration(for: source, attributes: attributes, clientSecret: clientSecret)
+            let configuration = try oauth2Configuration(for: source, attributes: attributes, from: store, clientSecret: clientSecret)
             return OAuth2API(configuration: configuration, transport: transport)
         case .cognito:
             guard let clientID = source.clientID, let poolID = source.poolID, let region = source.region else {
@@ -303,10 +317,15 @@ enum APIFactory {
         }
     }
 
-    /// The OAuth2API configuration an `oauth2` profile was logged in with: issuer, client, scope,
-    /// and the explicit endpoints its `attributes` recorded.
+    /// The OAuth2API configuration an `oauth2` profile (read from `store`) was logged in with:
+    /// issuer, client, scope, and what its `attributes` recorded — explicit endpoints, client
+    /// authentication, and the identity sources (``SourceAttributes``) asked again when its token
+    /// is renewed, which only the user's own file store may name.
+    ///
+    /// - Throws: `CLIFailure` exit 1 for a profile without a client ID, and what
+    ///   ``SourceAttributes/apply(_:to:from:)`` throws.
     static func oauth2Configuration(
-        for source: CredentialSource, attributes: [String: String], clientSecret: String?,
+        for source: CredentialSource, attributes: [String: String], from store: any TokenStore, clientSecret: String?,
         secretClientID: String? = nil, secretIssuer: String? = nil
     ) throws -> OAuth2API.Configuration {
         guard let clientID = source.clientID else { throw CLIFailure(exitCode: 1, "the profile has no client ID; log in again") }
@@ -322,6 +341,7 @@ enum APIFactory {
         if let scope = source.scope { configuration.scope = scope }
         EndpointAttributes.apply(attributes, to: &configuration)
         try ClientAuthOptions.apply(attributes, to: &configuration)
+        try SourceAttributes.apply(attributes, to: &configuration, from: store)
         return configuration
     }
 
@@ -333,12 +353,13 @@ enum APIFactory {
 
 /// JSON output helpers.
 enum JSONOutput {
-    /// A value of the CLI's JSON output: text, a flag, a whole number, or null.
+    /// A value of the CLI's JSON output: text, a flag, a whole number, null, or an object of them.
     enum Value: Encodable {
         case text(String)
         case flag(Bool)
         case number(Int64)
         case null
+        case object([String: Value])
 
         /// `text`, or `null` when absent.
         static func textOrNull(_ text: String?) -> Value { text.map(Value.text) ?? .null }
@@ -350,6 +371,7 @@ enum JSONOutput {
             case .flag(let flag): try container.encode(flag)
             case .number(let number): try container.encode(number)
             case .null: try container.encodeNil()
+            case .object(let members): try container.encode(members)
             }
         }
     }

@@ -30,14 +30,15 @@ extension OAuth2API {
     /// `.automatic` the one chosen from the configuration and the provider's metadata.
     ///
     /// - Throws: what ``metadata()`` throws, and `LoginError` `.invalidConfiguration` when the
-    ///   configured method lacks what it needs (a key for `private_key_jwt`, a secret for the
-    ///   `client_secret_…` methods).
+    ///   configured method lacks what it needs (a key or an assertion source for `private_key_jwt`,
+    ///   a secret for the `client_secret_…` methods), or both a key and a source are set.
     package func clientAuthenticationMethodInUse() async throws -> ClientAuthenticationMethod {
         try Self.method(for: configuration, supported: await metadata().tokenEndpointAuthMethodsSupported) ?? .automatic
     }
 
     /// What a profile logged in through this API records about its client's authentication:
-    /// ``StoredProfile/clientAuthenticationAttribute`` = the method in use, or `none` for a public
+    /// ``StoredProfile/clientAuthenticationAttribute`` = the method in use (`private_key_jwt` for a
+    /// ``Configuration/clientAssertionSource`` too), or `none` for a public
     /// client (which then never sends a secret given for another, see
     /// ``StoredProfile/acceptsClientSecret(clientID:issuer:)``).
     ///
@@ -48,17 +49,24 @@ extension OAuth2API {
     }
 
     /// The configured method, or the automatic choice; `nil` for a public client (no secret of its
-    /// own, no key, no TLS client authentication).
+    /// own, no key, no assertion source, no TLS client authentication).
     static func method(for configuration: Configuration, supported: [String]?) throws -> ClientAuthenticationMethod? {
+        // One assertion per request: signed by the key, or the source's token, never a choice made here.
+        if configuration.clientAssertionKey != nil, configuration.clientAssertionSource != nil {
+            throw LoginError(
+                .invalidConfiguration,
+                "OAuth2API.Configuration sets both clientAssertionKey and clientAssertionSource; set the one the provider knows the client by")
+        }
         let method = configuration.clientAuthenticationMethod
         switch method {
         case .tlsClientAuth, .selfSignedTLSClientAuth:
             // The transport's certificate is the credential (RFC 8705 §2): nothing here to check.
             return method
         case .privateKeyJWT:
-            guard configuration.clientAssertionKey != nil else {
+            guard configuration.clientAssertionKey != nil || configuration.clientAssertionSource != nil else {
                 throw LoginError(
-                    .invalidConfiguration, "OAuth2API.Configuration.clientAuthenticationMethod is private_key_jwt but clientAssertionKey is not set")
+                    .invalidConfiguration,
+                    "OAuth2API.Configuration.clientAuthenticationMethod is private_key_jwt but neither clientAssertionKey nor clientAssertionSource is set")
             }
             return method
         case .basic, .post, .clientSecretJWT:
@@ -74,7 +82,7 @@ extension OAuth2API {
             }
             return method
         case .automatic:
-            if configuration.clientAssertionKey != nil { return .privateKeyJWT }
+            if configuration.clientAssertionKey != nil || configuration.clientAssertionSource != nil { return .privateKeyJWT }
             guard let secret = configuration.ownClientSecret else { return nil }
             // RFC 8414 §2: a provider that lists no methods supports client_secret_basic.
             let offered = Set(supported ?? [ClientAuthenticationMethod.basic.rawValue])
@@ -83,8 +91,19 @@ extension OAuth2API {
         }
     }
 
-    /// How requests to the provider authenticate the client, per the method in use.
-    func authentication(_ metadata: Metadata) throws -> ClientAuthentication {
+    /// How a request to `url` (whose URL it is: `origin`; the ``Endpoints`` member that names it
+    /// explicitly: `setting`, `nil` for none) authenticates the client, per the method in use. With
+    /// ``Configuration/clientAssertionSource`` and `private_key_jwt`, the source's token is fetched
+    /// here, before the request's form is built, and only for a `url` on the issuer's origin or set
+    /// in the configuration (``requireIssuerOrigin(_:origin:setting:sending:)``).
+    ///
+    /// - Throws: `LoginError` `.invalidConfiguration` (see ``method(for:supported:)``),
+    ///   `ServerError` `.misconfigured` for a discovered token endpoint outside the issuer (a signed
+    ///   assertion) or an endpoint on another origin (a source's token), and what the source's
+    ///   ``IdentitySource/token(transport:)`` throws.
+    func authentication(
+        _ metadata: Metadata, to url: String, origin: TokenEndpoint.URLOrigin, setting: String?
+    ) async throws -> ClientAuthentication {
         let id = configuration.clientID
         guard let method = try Self.method(for: configuration, supported: metadata.tokenEndpointAuthMethodsSupported) else {
             return .none(id: id)
@@ -115,6 +134,13 @@ extension OAuth2API {
             return .none(id: id)
         case (.privateKeyJWT, _, let key?):
             return try assertion(.privateKey(key))
+        case (.privateKeyJWT, _, _):
+            guard let source = configuration.clientAssertionSource else { return .none(id: id) }
+            // The platform's token names the audience the provider trusts it for: nothing of ours
+            // to sign. It is a bearer credential there until it expires: the issuer's origin only.
+            try requireIssuerOrigin(url, origin: origin, setting: setting, sending: "the client assertion from \(source.displayName)")
+            let token = try await identityToken(from: source)
+            return .federated(id: id, assertion: token, source: source)
         case (.clientSecretJWT, let secret?, _):
             let signer: ClientAssertionSigner
             do {
@@ -243,6 +269,11 @@ extension StoredProfile {
     /// ``clientAuthenticationAttribute``'s value for a public client: `none`.
     package static let publicClientAuthentication = "none"
 
+    /// The `grant` attribute values of a service's own logins, which hold no refresh token and are
+    /// renewed by the grant again: `client_credentials`, and `jwt_bearer` (RFC 7523 §2.1, its
+    /// assertion asked of the identity source again).
+    package static let clientGrants: Set<String> = ["client_credentials", "jwt_bearer"]
+
     /// Whether a client secret given apart from this profile (the CLI's `LOGINKIT_CLIENT_SECRET`),
     /// for `clientID` at `issuer` (each `nil` when the giver named none), may be sent when this
     /// profile is refreshed or revoked.
@@ -250,7 +281,7 @@ extension StoredProfile {
     /// Only for an OpenID Connect profile of that client and issuer, whose login recorded a
     /// secret method. A profile that recorded `none` (a public client), `private_key_jwt` or a TLS
     /// client certificate method takes none; one that recorded nothing takes one only for a
-    /// client-credentials login, or when the secret names its client.
+    /// client-credentials or JWT-bearer login, or when the secret names its client.
     package func acceptsClientSecret(clientID: String?, issuer: String?) -> Bool {
         Self.acceptsClientSecret(source: source, attributes: attributes, from: OAuth2API.ClientSecretOwner(clientID: clientID, issuer: issuer))
     }
@@ -259,7 +290,7 @@ extension StoredProfile {
     package static func acceptsClientSecret(source: CredentialSource, attributes: [String: String], from owner: OAuth2API.ClientSecretOwner) -> Bool {
         guard source.kind == .oauth2, let clientID = source.clientID, owner.owns(clientID: clientID, issuer: source.endpoint) else { return false }
         guard let recorded = attributes[clientAuthenticationAttribute] else {
-            return attributes["grant"] == "client_credentials" || owner.clientID != nil
+            return attributes["grant"].map { clientGrants.contains($0) } ?? false || owner.clientID != nil
         }
         let secretMethods: Set<OAuth2API.ClientAuthenticationMethod> = [.basic, .post, .clientSecretJWT]
         return OAuth2API.ClientAuthenticationMethod(rawValue: recorded).map { secretMethods.contains($0) } ?? false

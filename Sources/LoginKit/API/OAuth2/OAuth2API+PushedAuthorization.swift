@@ -43,18 +43,19 @@ extension OAuth2API {
     ///
     /// - Throws: the provider's refusal, typed as the token endpoint's (`LoginError` `.invalidClient`,
     ///   `.invalidScope`…, `ServerError`); `ServerError` `.malformedResponse` for an answer without a
-    ///   usable `request_uri`; `NetworkError`.
+    ///   usable `request_uri`; `ServerError` `.misconfigured` for a `url` on another origin than the
+    ///   issuer's when the client authenticates with a source's token (nothing sent); `NetworkError`.
     func push(
         _ parameters: [(String, String)], to url: String, provider: Metadata, scope: String, proofKey: DPoPKey?
     ) async throws -> String {
-        let authentication = try authentication(provider)
+        let parOrigin = TokenEndpoint.URLOrigin.provider("\(host)'s pushed_authorization_request_endpoint")
+        let authentication = try await authentication(provider, to: url, origin: parOrigin, setting: nil)
         // `client_id` once: HTTP Basic leaves it in the form (RFC 9126 §2.1's example); every other
         // client authentication adds it itself.
         var fields = parameters
         if case .basic = authentication {} else { fields.removeAll { $0.0 == "client_id" } }
         let (response, json, _) = try await endpoint.postForm(
-            url, origin: .provider("\(host)'s pushed_authorization_request_endpoint"), fields: fields, authentication: authentication,
-            proof: proofMaker(proofKey))
+            url, origin: parOrigin, fields: fields, authentication: authentication, proof: proofMaker(proofKey))
         let scopes = TokenEndpoint.ScopeContext(asked: scope.isEmpty ? nil : scope, advertised: provider.scopesSupported)
         if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host, scopes: scopes) { throw error }
         try TokenEndpoint.requireJSON(response, host: host)

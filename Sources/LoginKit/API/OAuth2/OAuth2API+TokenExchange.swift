@@ -9,9 +9,20 @@ import LoginKitJOSE
 /// A token exchange request (RFC 8693 §2.1): a token the caller holds (the subject's, and for
 /// delegation the actor's) for one that another resource, audience or scope accepts.
 ///
-/// `description`, `debugDescription` and `dump` name the token types and target, never the tokens
-/// (shown as `<redacted>`).
-public struct TokenExchangeRequest: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+/// The subject (or actor) token can be a workload's identity token from an ``IdentitySource``
+/// (a projected service-account token file, GitHub Actions, a metadata endpoint, a program),
+/// fetched when needed and cached until it nears expiry:
+///
+/// ```swift
+/// let source = IdentitySource.file("/var/run/secrets/tokens/app")
+/// let subject = try await source.token(transport: client)
+/// let request = TokenExchangeRequest(subjectToken: subject, subjectTokenType: TokenExchangeRequest.jwtType)
+/// let exchanged = try await api.exchangeToken(request)
+/// ```
+///
+/// `description` (and so `String(reflecting:)`, `debugPrint` and `dump`) names the token types and
+/// target, never the tokens (shown as `<redacted>`).
+public struct TokenExchangeRequest: Sendable, CustomStringConvertible, CustomReflectable {
     /// The token that represents the party on whose behalf the request is made.
     public var subjectToken: String
     /// Its type URI. Default `urn:ietf:params:oauth:token-type:access_token`.
@@ -54,9 +65,6 @@ public struct TokenExchangeRequest: Sendable, CustomStringConvertible, CustomDeb
         parts.append("\(target)")
         return "TokenExchangeRequest(\(parts.joined(separator: ", ")))"
     }
-
-    /// The ``description``: the token types and target, the tokens `<redacted>`.
-    public var debugDescription: String { description }
 
     /// No children: `dump` and debuggers show the ``description``, never the tokens.
     public var customMirror: Mirror { Mirror(self, children: [:]) }
@@ -119,9 +127,10 @@ extension OAuth2API {
         let metadata = try await metadata()
         // A new key per exchange, as per login, when the configuration binds tokens (RFC 9449 §5).
         let proofKey = try newProofKey(metadata)
+        let tokenOrigin = origin(configuration.endpoints.token, setting: "token", field: "token_endpoint")
+        let clientAuthentication = try await authentication(metadata, to: metadata.tokenEndpoint, origin: tokenOrigin, setting: "token")
         let (response, json, _) = try await endpoint.postForm(
-            metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
-            fields: fields, authentication: authentication(metadata), proof: proofMaker(proofKey))
+            metadata.tokenEndpoint, origin: tokenOrigin, fields: fields, authentication: clientAuthentication, proof: proofMaker(proofKey))
         let scopes = TokenEndpoint.ScopeContext(asked: fields.first { $0.0 == "scope" }?.1, advertised: metadata.scopesSupported)
         if let error = TokenEndpoint.error(for: response, json: json, grant: .tokenExchange, host: host, scopes: scopes) { throw error }
         try TokenEndpoint.requireJSON(response, host: host)

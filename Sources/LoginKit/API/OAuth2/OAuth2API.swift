@@ -6,11 +6,12 @@ package import Foundation
 public import LoginKitHTTP
 import LoginKitJOSE
 
-/// OAuth 2.0 / OpenID Connect: discovery, the `password`, `refresh_token`, `client_credentials` and
-/// device-code grants, token exchange (RFC 8693), resource indicators (RFC 8707), revocation
-/// (RFC 7009); the client authenticates with `client_secret_basic`, `client_secret_post`,
-/// `private_key_jwt` or `client_secret_jwt` (RFC 7523), chosen explicitly or from discovery, or with
-/// a TLS client certificate (RFC 8705 `tls_client_auth`, `self_signed_tls_client_auth`, chosen
+/// OAuth 2.0 / OpenID Connect: discovery, the `password`, `refresh_token`, `client_credentials`,
+/// JWT-bearer (RFC 7523 §2.1) and device-code grants, token exchange (RFC 8693), resource indicators
+/// (RFC 8707), revocation (RFC 7009); the client authenticates with `client_secret_basic`,
+/// `client_secret_post`, `private_key_jwt` or `client_secret_jwt` (RFC 7523), chosen explicitly or
+/// from discovery, with its platform's identity token (``Configuration/clientAssertionSource``), or
+/// with a TLS client certificate (RFC 8705 `tls_client_auth`, `self_signed_tls_client_auth`, chosen
 /// explicitly: ``Configuration/clientAuthenticationMethod``).
 /// Tokens can be bound to a key (DPoP, RFC 9449: ``Configuration/dpopAlgorithm``), and browser
 /// sign-ins pushed to the provider first (PAR, RFC 9126: ``Configuration/pushesAuthorizationRequests``).
@@ -36,7 +37,8 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         /// issuer sends no secret. Default `nil`: the secret is this configuration's own.
         package var clientSecretOwner: ClientSecretOwner?
         /// How the client authenticates at the token, revocation and device endpoints. Default
-        /// `.automatic`: `private_key_jwt` with a ``clientAssertionKey``; with a secret, the first of
+        /// `.automatic`: `private_key_jwt` with a ``clientAssertionKey`` or a
+        /// ``clientAssertionSource``; with a secret, the first of
         /// `client_secret_basic`, `client_secret_post`, `client_secret_jwt` that discovery's
         /// `token_endpoint_auth_methods_supported` lists (`client_secret_basic` when it lists none).
         public var clientAuthenticationMethod: ClientAuthenticationMethod = .automatic
@@ -47,6 +49,34 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         public var clientAssertionAudience: ClientAssertionAudience = .tokenEndpoint
         /// How long a client assertion is valid. Default 60 s; each request gets a new one.
         public var clientAssertionLifetime: Duration = .seconds(60)
+        /// Where the identity token comes from that the client authenticates with instead of a
+        /// secret or a key: the token its platform gives it (GitHub Actions, a Kubernetes projected
+        /// service-account token, a cloud metadata endpoint, a helper program), which the provider
+        /// trusts for this client (workload identity federation in Entra ID and Google Cloud).
+        /// Every request to the token, revocation, device authorization and pushed authorization
+        /// endpoints sends it as the client assertion (`private_key_jwt`, chosen by `.automatic`),
+        /// asked of the source before each request: a token that is about to expire, or a file the
+        /// platform rewrote, is read again, without a restart, and a token the provider refuses
+        /// (`invalid_client`) is asked for anew at the next request. The token is a bearer
+        /// credential at the provider: it goes only to endpoints on the issuer's origin (scheme,
+        /// host and port) or set in ``endpoints``; a discovered endpoint elsewhere is a
+        /// `ServerError` `.misconfigured`, the source not asked. Not together with
+        /// ``clientAssertionKey`` (`LoginError` `.invalidConfiguration`). Default `nil`.
+        public var clientAssertionSource: IdentitySource?
+        /// Where the identity token comes from that the client trades for its tokens with the
+        /// JWT-bearer grant (RFC 7523 §2.1): when set, ``OAuth2API/clientCredentials(for:)`` (and
+        /// so `AuthService.logInAsClient`, `ClientCredentialsTokens` and `ClientTokenRefresher`)
+        /// sends the source's token as `assertion` in place of the client credentials grant, asking
+        /// the source again for each new token (there is no refresh token), with the client
+        /// authentication configured (none for a public client). The source is asked once the
+        /// provider's metadata is known, and its token goes only to a token endpoint on the
+        /// issuer's origin or set in ``endpoints`` (else `ServerError` `.misconfigured`). A rejected
+        /// assertion is a `LoginError` `.invalidCredentials` that names the source, and is asked
+        /// for anew at the next request. Default `nil`.
+        public var assertionGrantSource: IdentitySource?
+        /// The environment identity sources read (`.environment`, `.gitHubActions`). Default `nil`:
+        /// this process's.
+        package var environment: [String: String]?
         /// The scope asked for when a request names none (password, device and browser logins;
         /// client credentials without a target scope); `""` asks for none. Default `nil`: `openid`,
         /// plus `profile`, `email` and `offline_access` where the provider's discovery lists them in
@@ -104,7 +134,8 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         /// The client ID and secret as `client_id` and `client_secret` form fields.
         case post = "client_secret_post"
         /// A JWT signed with the client's private key (RFC 7523 §2.2, OpenID Connect Core §9);
-        /// needs ``Configuration/clientAssertionKey``.
+        /// needs ``Configuration/clientAssertionKey``. Or the token an identity source gives
+        /// (``Configuration/clientAssertionSource``), sent as the client assertion as it is.
         case privateKeyJWT = "private_key_jwt"
         /// A JWT signed HS256 with the client secret (OpenID Connect Core §9); needs a secret of at
         /// least 32 bytes.
@@ -336,13 +367,31 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
             asked = chosen.isEmpty ? nil : chosen
         }
         var fields = fields
+        let tokenOrigin = origin(configuration.endpoints.token, setting: "token", field: "token_endpoint")
+        // The JWT-bearer grant's assertion is asked of its source here, once discovery is known,
+        // so that it has not aged while discovery loaded; like a source's client assertion, it goes
+        // to the issuer's origin only (or to a token endpoint the configuration sets).
+        var assertion: (token: String, source: IdentitySource)?
+        if case .jwtBearer(let source) = grant {
+            try requireIssuerOrigin(metadata.tokenEndpoint, origin: tokenOrigin, setting: "token", sending: "the assertion from \(source.displayName)")
+            let token = try await identityToken(from: source)
+            fields.insert(("assertion", token), at: min(1, fields.count))
+            assertion = (token, source)
+        }
         // Right after grant_type.
         if let asked { fields.insert(("scope", asked), at: min(1, fields.count)) }
+        let clientAuthentication = try await authentication(metadata, to: metadata.tokenEndpoint, origin: tokenOrigin, setting: "token")
         let (response, json, _) = try await endpoint.postForm(
-            metadata.tokenEndpoint, origin: origin(configuration.endpoints.token, setting: "token", field: "token_endpoint"),
-            fields: fields, authentication: authentication(metadata), proof: proofMaker(proofKey))
+            metadata.tokenEndpoint, origin: tokenOrigin, fields: fields, authentication: clientAuthentication, proof: proofMaker(proofKey))
         let scopes = TokenEndpoint.ScopeContext(asked: asked, advertised: metadata.scopesSupported)
-        if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host, scopes: scopes) { throw error }
+        if let error = TokenEndpoint.error(for: response, json: json, grant: grant, host: host, scopes: scopes) {
+            // A refused assertion (replayed, revoked, its file rotated early) is not sent again:
+            // the next request asks the source anew.
+            if let assertion, (error as? LoginError)?.code == .invalidCredentials {
+                IdentitySource.discard(assertion.token, for: assertion.source)
+            }
+            throw error
+        }
         try TokenEndpoint.requireJSON(response, host: host)
         try requireProofForDPoPToken(json, proofKey: proofKey)
         var credentials = try await TokenEndpoint.credentials(
@@ -384,28 +433,42 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
     }
 
     /// Credentials for the client itself, for `target`'s resources, audience and scope (when the
-    /// target names none, the configuration's scope, or the one chosen from discovery).
+    /// target names none, the configuration's scope, or the one chosen from discovery): the client
+    /// credentials grant, or with ``Configuration/assertionGrantSource`` the JWT-bearer grant
+    /// (RFC 7523 §2.1) with the source's token, asked of the source for this request once the
+    /// provider's metadata is known, and sent only to a token endpoint on the issuer's origin (or
+    /// one ``Configuration/endpoints`` sets).
     ///
     /// - Throws: `LoginError` `.invalidConfiguration` for a resource that is not an absolute URI
-    ///   without a fragment; `LoginError` `.invalidTarget` when the provider refuses the target,
-    ///   and what the other grants throw.
+    ///   without a fragment; `LoginError` `.invalidTarget` when the provider refuses the target;
+    ///   `LoginError` `.invalidCredentials` when it refuses the source's assertion (which the
+    ///   source then fetches again at the next request); `ServerError` `.misconfigured` for a
+    ///   discovered token endpoint on another origin than the issuer's, the source not asked; what
+    ///   the source throws (see ``IdentitySource/token(transport:)``), and what the other grants
+    ///   throw.
     public func clientCredentials(for target: TokenTarget) async throws -> Credentials {
         try target.validate()
+        let scope = target.scope.map(RequestScope.given) ?? .configured
+        guard let source = configuration.assertionGrantSource else {
+            return try await tokenRequest(
+                [("grant_type", "client_credentials")] + target.formFields, scope: scope, grant: .clientCredentials, proof: .newKeyWhenConfigured)
+        }
         return try await tokenRequest(
-            [("grant_type", "client_credentials")] + target.formFields, scope: target.scope.map(RequestScope.given) ?? .configured,
-            grant: .clientCredentials, proof: .newKeyWhenConfigured)
+            [("grant_type", Self.jwtBearerGrantType)] + target.formFields, scope: scope, grant: .jwtBearer(source: source),
+            proof: .newKeyWhenConfigured)
     }
 
     @discardableResult
     public func revoke(_ credentials: Credentials) async throws -> Bool {
         let metadata = try await metadata()
         guard let revocationEndpoint = metadata.revocationEndpoint else { return false }
-        let clientAuthentication = try authentication(metadata)
+        let revocationOrigin = origin(configuration.endpoints.revocation, setting: "revocation", field: "revocation_endpoint")
+        let clientAuthentication = try await authentication(metadata, to: revocationEndpoint, origin: revocationOrigin, setting: "revocation")
         let tokens = [(credentials.refreshToken, "refresh_token"), (credentials.accessToken, "access_token")]
         for case let (token?, hint) in tokens {
             let (response, json, _) = try await endpoint.postForm(
-                revocationEndpoint, origin: origin(configuration.endpoints.revocation, setting: "revocation", field: "revocation_endpoint"),
-                fields: [("token", token), ("token_type_hint", hint)], authentication: clientAuthentication
+                revocationEndpoint, origin: revocationOrigin, fields: [("token", token), ("token_type_hint", hint)],
+                authentication: clientAuthentication
             )
             // RFC 7009 §2.2: 200 for valid and invalid tokens alike; 503 may come back with Retry-After.
             if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host),
@@ -428,9 +491,10 @@ public final class OAuth2API: DeviceAuthorizationAPI, ClientCredentialsAPI, Pref
         // Made (and the algorithm checked) before the user is shown a code to enter.
         let proofKey = try newProofKey(metadata)
         let asked = scope ?? askedScope(metadata)
+        let deviceOrigin = origin(configuration.endpoints.deviceAuthorization, setting: "deviceAuthorization", field: "device_authorization_endpoint")
+        let clientAuthentication = try await authentication(metadata, to: url, origin: deviceOrigin, setting: "deviceAuthorization")
         let (response, json, _) = try await endpoint.postForm(
-            url, origin: origin(configuration.endpoints.deviceAuthorization, setting: "deviceAuthorization", field: "device_authorization_endpoint"),
-            fields: asked.isEmpty ? [] : [("scope", asked)], authentication: authentication(metadata))
+            url, origin: deviceOrigin, fields: asked.isEmpty ? [] : [("scope", asked)], authentication: clientAuthentication)
         let scopes = TokenEndpoint.ScopeContext(asked: asked.isEmpty ? nil : asked, advertised: metadata.scopesSupported)
         if let error = TokenEndpoint.error(for: response, json: json, grant: .other, host: host, scopes: scopes) { throw error }
         guard let object = json?.objectValue,

@@ -15,6 +15,9 @@ struct TokenEndpoint: Sendable {
     /// The grant a response answers, which decides how `invalid_grant` is read.
     enum Grant {
         case password, refresh, clientCredentials, deviceCode, tokenExchange, other
+        /// The JWT-bearer grant (RFC 7523 §2.1) with an assertion from `source`, asked of it once
+        /// the provider's metadata is known.
+        case jwtBearer(source: IdentitySource)
     }
 
     /// An OAuth error body: `error` and `error_description`.
@@ -46,8 +49,9 @@ struct TokenEndpoint: Sendable {
     /// With `proof`, the request carries a `DPoP` proof (RFC 9449 §5) for `POST` `url` with the
     /// nonce `url`'s origin sent last; every response's `DPoP-Nonce` is remembered. A `400`
     /// `use_dpop_nonce` that brings a nonce other than the one sent is answered once: the request is
-    /// made again, with a new proof and a new client assertion. What the second attempt gets is
-    /// returned as it is (a second `use_dpop_nonce` is then an error like any other).
+    /// made again, with a new proof and a new client assertion (a federated one, the platform's
+    /// token, is sent again as it is). What the second attempt gets is returned as it is (a second
+    /// `use_dpop_nonce` is then an error like any other).
     func postForm(
         _ url: String, origin: URLOrigin, fields: [(String, String)], authentication: ClientAuthentication?,
         proof: DPoPProofMaker? = nil
@@ -67,7 +71,8 @@ struct TokenEndpoint: Sendable {
         // Made again even for a one-time credential (a refresh token, a code), still never resent by
         // the transport: this is a new request, sent because the server refused the first one
         // without using it (RFC 9449 §8), not a copy of a request whose answer was lost. The form is
-        // built anew, so a client assertion is never sent twice.
+        // built anew, so a client assertion of ours is never sent twice; a federated one is the
+        // platform's token, valid until it expires, and goes again as it is.
         let second = try await postFormOnce(
             url, origin: origin, fields: fields, authentication: authentication, dpop: proof.make(url: url, nonce: nonce))
         proof.nonces.remember(second.0, for: url)
@@ -96,17 +101,30 @@ struct TokenEndpoint: Sendable {
             fields.append(("client_id", id))
             fields.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))
             fields.append(("client_assertion", try assertion.make(clientID: id)))
+        case .federated(let id, let token, _)?:
+            fields.append(("client_id", id))
+            fields.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))
+            fields.append(("client_assertion", token))
         case nil:
             break
         }
         if let dpop { headers[.dpop] = dpop }
-        // A client assertion is single-use too: a provider may refuse its `jti` the second time (RFC 7523 §3).
-        let oneTime = fields.contains {
-            ($0.0 == "grant_type" && Self.oneTimeCredentialGrants.contains($0.1)) || $0.0 == "client_assertion"
-        }
-        return try await send(
+        // A client assertion of ours is single-use too: a provider may refuse its `jti` the second
+        // time (RFC 7523 §3). A federated one is the platform's bearer token, reusable until it expires.
+        var oneTime = fields.contains { $0.0 == "grant_type" && Self.oneTimeCredentialGrants.contains($0.1) }
+        if case .assertion? = authentication { oneTime = true }
+        let answer = try await send(
             url, origin: origin, method: .post, headers: headers, body: Data(FormURLEncoding.encode(fields).utf8),
             carriesOneTimeCredential: oneTime)
+        // A platform token the provider refuses as the client's credential (revoked, refused as
+        // replayed, or its file rotated early) is not handed out again: the next request asks the
+        // source anew instead of sending it until it nears expiry.
+        if case .federated(_, let token, let source)? = authentication, !(200..<300).contains(answer.0.status.code),
+            Self.oauthError(answer.1)?.error == "invalid_client"
+        {
+            IdentitySource.discard(token, for: source)
+        }
+        return answer
     }
 
     /// Sends a request and parses the body as JSON when it is JSON; never throws for a status.
@@ -193,6 +211,10 @@ struct TokenEndpoint: Sendable {
                 return LoginError(.subjectTokenRejected, "the subject or actor token was refused for the exchange\(detail)", providerError: body.error)
             case .clientCredentials:
                 return LoginError(.invalidClient, "the client's credentials grant was refused\(detail)", providerError: body.error)
+            case .jwtBearer(let source):
+                return LoginError(
+                    .invalidCredentials, "the assertion from \(source.displayName) was rejected\(detail); check the source's audience and subject with the provider",
+                    providerError: body.error)
             default: return LoginError(.invalidCredentials, "the user ID or password was rejected\(detail)", providerError: body.error)
             }
         case "invalid_client":
@@ -322,6 +344,10 @@ enum ClientAuthentication: Sendable {
     case none(id: String)
     /// `private_key_jwt` or `client_secret_jwt` (RFC 7523 §2.2): a signed assertion made per request.
     case assertion(id: String, ClientAssertionMaker)
+    /// `private_key_jwt` with a federated assertion (RFC 7523 §2.2): the token `source` gave,
+    /// fetched before the form is built and sent as it is, also when a DPoP nonce retry sends the
+    /// request again; discarded from the source's cache when the provider refuses it.
+    case federated(id: String, assertion: String, source: IdentitySource)
 }
 
 /// Makes the `DPoP` proofs (RFC 9449 §4) of a token request: signed by `key`, with the nonce the

@@ -1,0 +1,41 @@
+import LoginKitHTTP
+
+extension OAuth2API {
+    /// `grant_type` of the JWT-bearer grant (RFC 7523 §2.1).
+    static let jwtBearerGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+    /// `source`'s token, fetched over this API's transport: from the environment
+    /// ``Configuration/environment`` names when it is set, else this process's. Cached by the
+    /// source itself, which asks again when the token nears expiry or its file changed.
+    ///
+    /// - Throws: what ``IdentitySource/token(transport:)`` throws.
+    func identityToken(from source: IdentitySource) async throws -> String {
+        if let environment = configuration.environment {
+            return try await source.token(transport: httpTransport, environment: environment)
+        }
+        return try await source.token(transport: httpTransport)
+    }
+
+    /// Refuses to send `credential` (what names it in a message: "the client assertion from
+    /// file:/…") — a source's token, which the provider accepts from whoever presents it until it
+    /// expires — to `url` when `url` is the provider's (`origin` `.provider`: its discovery named
+    /// it) and lies on another origin than the issuer's (scheme, host and port: ``urlOrigin(_:)``).
+    /// A discovery document naming another host's revocation, device, PAR or token endpoint would
+    /// otherwise hand that host a credential valid at the provider. An endpoint the configuration
+    /// sets is the caller's choice and goes as it is; a `url` that is no absolute URL is left to
+    /// the request, which refuses it before anything is sent. Checked before the source is asked.
+    ///
+    /// - Throws: `ServerError` `.misconfigured` naming the endpoint and the fix: `setting`, the
+    ///   ``Endpoints`` member that sets it (`nil` for the pushed authorization request endpoint,
+    ///   which none sets: pushing is then turned off).
+    func requireIssuerOrigin(_ url: String, origin: TokenEndpoint.URLOrigin, setting: String?, sending credential: String) throws {
+        guard case .provider(let field) = origin, let target = Self.urlOrigin(url), target != Self.urlOrigin(configuration.issuer) else { return }
+        let fix =
+            setting.map { "set OAuth2API.Configuration.endpoints.\($0) to it if the provider really serves that endpoint there" }
+            ?? "set OAuth2API.Configuration.pushesAuthorizationRequests = false to sign in without pushing"
+        throw ServerError(
+            .misconfigured,
+            "\(field) \(TokenEndpoint.quoted(url: url)) lies on another origin than the issuer \(printableExcerpt(configuration.issuer, limit: 200)); \(credential) is a bearer token the provider accepts from whoever presents it, so it goes only to the issuer's origin or to an endpoint the configuration sets, and nothing was sent: \(fix)"
+        )
+    }
+}
