@@ -75,7 +75,8 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
-        // prctl(2), variadic in C: the CLI's process hardening.
+        // prctl(2) and syscall(2), variadic in C: the CLI's process hardening, and the pidfds that
+        // watch and kill identity programs. A header only: nothing to link.
         .systemLibrary(name: "CProcessControl"),
         // The OS keyrings: keyctl(2) system calls, and libsecret loaded at run time (dlopen), so
         // that nothing more is needed to build or start (docs/storage.md, "Key providers").
@@ -102,7 +103,7 @@ let package = Package(
         .target(
             name: "LoginKit",
             dependencies: [
-                "LoginKitHTTP", "LoginKitCurl", "LoginKitJOSE", "CKeyring",
+                "LoginKitHTTP", "LoginKitCurl", "LoginKitJOSE", "CKeyring", "CProcessControl",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

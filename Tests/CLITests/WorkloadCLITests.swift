@@ -158,6 +158,58 @@ struct WorkloadCLITests {
         }
     }
 
+    /// A provider whose discovery names a token endpoint on another origin (its host, another port)
+    /// gets no source's token from `exchange`: refused once discovery is loaded and before the
+    /// source is asked — the exec: program never runs, nothing reaches that endpoint — with exit 5
+    /// naming the endpoint and --token-endpoint. Given with --token-endpoint, it is the user's choice.
+    @Test func anExchangeSendsASourcesTokenOnlyToTheIssuersOriginOrTheTokenEndpointGiven() async throws {
+        try await withTemporaryDirectory { directory in
+            let elsewhere = try LoopbackListener()
+            Self.serveJSON(on: elsewhere) { _ in (400, #"{"error":"invalid_grant"}"#) }
+            defer { elsewhere.stop() }
+            let provider = try LoopbackListener()
+            let issuer = provider.url("")
+            let discovery = JSONValue.object(["issuer": .string(issuer), "token_endpoint": .string(elsewhere.url("/token"))]).serialized
+            Self.serveJSON(on: provider) { request in
+                request.target == "/.well-known/openid-configuration" ? (200, discovery) : (404, #"{"error":"not_found"}"#)
+            }
+            defer { provider.stop() }
+            let runs = directory + "/runs"
+            let program = directory + "/print-token"
+            let header = Base64URL.encode(Array(#"{"alg":"ES256","typ":"JWT"}"#.utf8))
+            let token = header + "." + Base64URL.encode(Array(#"{"sub":"workload"}"#.utf8)) + ".c2lnbmF0dXJl"
+            try writeExecutable("#!/bin/sh\necho run >> '\(runs)'\nprintf '%s\\n' '\(token)'\n", to: program)
+            let exchange = ["exchange", "--issuer", issuer, "--client-id", "gateway", "--subject-token-source", "exec:" + program, "--audience", "https://orders.example"]
+            let environment = ["LOGINKIT_CLIENT_SECRET": "client-secret"]
+
+            let refused = try await loginkit(exchange, environment: environment)
+            #expect(refused.status == 5, "\(refused.all)")
+            #expect(refused.stderr.contains("token_endpoint"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("--token-endpoint"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("exec:" + program), "\(refused.stderr)")
+            #expect(Self.lineCount(runs) == 0, "the program ran")
+            #expect(elsewhere.acceptedCount == 0)
+
+            let explicit = try await loginkit(exchange + ["--token-endpoint", elsewhere.url("/token")], environment: environment)
+            #expect(!explicit.stderr.contains("another origin"), "\(explicit.stderr)")
+            #expect(Self.lineCount(runs) == 1)
+            #expect(elsewhere.acceptedCount >= 1)
+            #expect(!refused.all.contains(token) && !explicit.all.contains(token))
+        }
+    }
+
+    /// Serves each request on `listener` with the status and JSON body `answer` gives, until it stops.
+    private static func serveJSON(on listener: LoopbackListener, _ answer: @escaping @Sendable (LoopbackHTTPRequest) -> (Int, String)) {
+        listener.start { connection in
+            var connection = connection
+            while let request = connection.readRequest() {
+                let (status, body) = answer(request)
+                let head = "HTTP/1.1 \(status) \(status == 200 ? "OK" : "Error")\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+                guard connection.transmit(Array((head + body).utf8)) else { return }
+            }
+        }
+    }
+
     /// Eight `token` processes started while the profile's token is expired, the provider slow:
     /// the exec: source's program runs once (it counts its runs in a file) and the provider gets
     /// one token request — the one process that renews, under the store's lock; the others take
@@ -226,6 +278,8 @@ struct WorkloadCLITests {
             (clientLogin + ["--client-assertion-source", "nowhere:T"], [:], "--client-assertion-source"),
             (clientLogin + ["--client-assertion-source", "file:/run/token", "--source-header", "Metadata: true"], [:], "url:"),
             (clientLogin + ["--client-assertion-source", "env:T", "--source-timeout", "5"], [:], "exec:"),
+            // The program runs while the profile's lock is held, which a refresh holds at most 60 s.
+            (clientLogin + ["--client-assertion-source", "exec:/bin/true", "--source-timeout", "61"], [:], "--source-timeout must be 1 to 60"),
             (clientLogin + ["--client-assertion-source", "url:https://metadata.example/token", "--source-header", "no colon"], [:], "--source-header"),
             (
                 clientLogin + [
@@ -283,6 +337,7 @@ struct WorkloadCLITests {
                     (["client_assertion_source": "exec:./bin/helper"], "relative path"),
                     (["client_assertion_source": "file:token"], "relative path \"token\""),
                     (["client_assertion_source": "exec:" + repository + "/bin/helper", "source_timeout": "86400"], "the profile's recorded source_timeout"),
+                    (["client_assertion_source": "exec:" + repository + "/bin/helper", "source_timeout": "61"], "is not 1 to 60 seconds"),
                     (["client_assertion_source": "exec:" + repository + "/bin/helper", "source_timeout": "0"], "the profile's recorded source_timeout"),
                     (["client_assertion_source": "exec:" + repository + "/bin/helper", "source_timeout": "ten"], "the profile's recorded source_timeout"),
                 ]
@@ -301,11 +356,43 @@ struct WorkloadCLITests {
                 let bin = try makePrivateTestDirectory(root + "/path-bin")
                 let name = "print-workload-token-\(UUID().uuidString.prefix(8))"
                 try writeExecutable("#!/bin/sh\nprintf '%s\\n' '\(minted)'\n", to: bin + "/" + name)
-                try await Self.replaceAttributes(of: file, with: recorded.merging(["client_assertion_source": "exec:" + name, "source_timeout": "10"]) { $1 })
+                try await Self.replaceAttributes(of: file, with: recorded.merging(["client_assertion_source": "exec:" + name, "source_timeout": "60"]) { $1 })
                 let path = bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
                 let bare = try await loginkitInDirectory(repository, ["token", "--access", "--force-refresh"] + common, environment: ["PATH": path])
                 #expect(bare.status == 0, "\(bare.all)")
                 #expect(!FileManager.default.fileExists(atPath: marker))
+            }
+        }
+    }
+
+    /// A profile whose recorded source is refused cannot be revoked (the revocation would make the
+    /// source again and send its token): `logout` fails (exit 1) naming `logout --no-revoke`, which
+    /// removes the profile without revoking.
+    @Test func aProfileWhoseSourceIsRefusedIsRemovedByLogoutWithoutRevoking() async throws {
+        try await withTemporaryDirectory { root in
+            try await DevServer.withServer(configuration: .quiet) { server in
+                let store = root + "/tokens.json"
+                let common = ["--store", store]
+                let tokenFile = root + "/projected-token"
+                try Self.write(server.mintWorkloadToken(subject: Self.subject, audience: server.issuer), to: tokenFile)
+                let login = try await loginkit(
+                    ["login", "--issuer", server.issuer, "--client-id", DevClient.workloadClient.id, "--client-credentials",
+                     "--client-assertion-source", "file:" + tokenFile] + common)
+                try #require(login.status == 0, "\(login.stderr)")
+                let file = try IDTokenStore(path: store, sealing: .none)
+                let recorded = try #require(try await file.profile(named: "default")).attributes
+                try await Self.replaceAttributes(of: file, with: recorded.merging(["client_assertion_source": "file:token"]) { $1 })
+
+                let logout = try await loginkit(["logout"] + common)
+                #expect(logout.status == 1, "\(logout.all)")
+                #expect(logout.stderr.contains("relative path"), "\(logout.stderr)")
+                #expect(logout.stderr.contains("loginkit logout --no-revoke"), "\(logout.stderr)")
+                #expect(try await IDTokenStore(path: store, sealing: .none).profile(named: "default") != nil, "the profile is still there")
+
+                let removed = try await loginkit(["logout", "--no-revoke"] + common)
+                #expect(removed.status == 0, "\(removed.all)")
+                #expect(try await IDTokenStore(path: store, sealing: .none).profile(named: "default") == nil, "the profile is gone")
+                #expect(server.monitor.requestCount(path: "/oauth/revoke") == 0)
             }
         }
     }

@@ -21,6 +21,11 @@
 //                                         else on stdout: a launcher's child shares the app's stdout.
 //   service-group <store>                 an AuthService under a ServiceGroup that stops on SIGTERM;
 //                                         prints "ready" once the group runs, "stopped" when it ended
+//   identity-program-ignoring-sigchld <program>
+//                                         ignores SIGCHLD, then asks IdentitySource.program(<program>)
+//                                         for its token: prints "token" (never the token itself),
+//                                         "unavailable: <message>" for a ServerError .unavailable, or
+//                                         "error: <error>"
 import Foundation
 import LoginKit
 import LoginKitLifecycle
@@ -80,6 +85,8 @@ struct TestHelper {
                 try await serviceGroup(store: arguments[2])
             case "save-loop" where arguments.count == 5:
                 try await saveLoop(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], progress: arguments[4])
+            case "identity-program-ignoring-sigchld" where arguments.count == 3:
+                await identityProgramIgnoringSIGCHLD(arguments[2])
             default:
                 throw Usage()
             }
@@ -111,6 +118,23 @@ struct TestHelper {
                     logger: Logger(label: "test-helper")))
             try await group.run()
             print("stopped")
+        }
+    }
+
+    /// `identity-program-ignoring-sigchld <program>`: the program as an identity source in a process
+    /// that ignores SIGCHLD, whose children the kernel reaps as they exit (their exit statuses
+    /// lost). Prints what came of it on one line.
+    static func identityProgramIgnoringSIGCHLD(_ program: String) async {
+        signal(SIGCHLD, SIG_IGN)
+        do {
+            _ = try await CurlHTTPClient.withClient { client in
+                try await IdentitySource.program(program).token(transport: client)
+            }
+            print("token")
+        } catch let error as ServerError where error.code == .unavailable {
+            print("unavailable: \(error.message)")
+        } catch {
+            print("error: \(error)")
         }
     }
 

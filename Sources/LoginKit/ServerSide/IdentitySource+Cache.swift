@@ -13,18 +13,17 @@ extension IdentitySource {
         let source: IdentitySource
         let inputs: Inputs
 
-        /// What of the environment a source's token depends on.
-        enum Inputs: Hashable, Sendable {
-            /// Nothing: a file, a URL.
-            case nothing
+        /// What of the environment a source's token depends on. A struct, not an enum with
+        /// payloads: an enum may keep its case in the spare bits of a payload's pointer, which hides
+        /// the pointer from LeakSanitizer's scan of the cache.
+        struct Inputs: Hashable, Sendable {
             /// The values of the variables it reads: an `environment(_:)` source's variable, GitHub
-            /// Actions' two (`nil`: unset).
-            case values([String?])
-            /// A program started with this process's environment.
-            case processEnvironment
-            /// A program started with an environment handed in: the SHA-256 of the environment the
-            /// program gets (without `ChildProcess.secretVariables`).
-            case environmentDigest([UInt8])
+            /// Actions' two (`nil`: unset); empty for the other kinds.
+            var values: [String?] = []
+            /// For a program started with an environment handed in: the SHA-256 of the environment
+            /// the program gets (without `ChildProcess.secretVariables`); `nil` for this process's
+            /// environment, and for the other kinds.
+            var environmentDigest: [UInt8]? = nil
         }
     }
 

@@ -39,7 +39,7 @@ extension IdentitySource {
                     .malformedResponse, "\(displayName) answered with no string at \"\(printableExcerpt(field))\"", status: status)
             }
             token = Self.trimmed(value)
-            statedExpiry = Self.expiry(statedBy: json["expires_in"], now: Date())
+            statedExpiry = Self.expiry(statedBy: json["expires_in"], now: Self.clock())
         } else {
             let type = response.headerFields[.contentType]?.lowercased() ?? ""
             guard !type.hasPrefix("text/html") else {

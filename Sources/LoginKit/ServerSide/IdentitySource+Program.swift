@@ -11,7 +11,7 @@ import Glibc
 
 /// What an identity program left behind: what it printed (at most the limit and one byte more),
 /// whether it printed more than the limit (it was then stopped), and its exit code (`nil` when it
-/// is unknown: someone else reaped it).
+/// is unknown: someone else reaped it — a failure, whatever it printed).
 struct ProgramOutcome: Sendable {
     let output: [UInt8]
     let tooLarge: Bool
@@ -29,7 +29,9 @@ extension IdentitySource {
                 "\(displayName): printed more than 64 KiB and was stopped; an identity program prints one token or one JSON document")
         }
         let text = Self.trimmed(String(decoding: outcome.output, as: UTF8.self))
-        let exitCode = outcome.exitCode ?? 0  // reaped by someone else: judged by what it printed
+        // An unknown exit status fails: a program that printed a stale token and then failed, or
+        // that a signal ended, must not be taken at its word.
+        let exitCode = outcome.exitCode
         if text.hasPrefix("{") {
             if exitCode != 0, let document = try? JSONValue.parse(Array(text.utf8)), document["success"]?.boolValue == false {
                 _ = try parseDocument(document)  // throws its failure
@@ -83,8 +85,14 @@ extension IdentitySource {
         return FetchedToken(token: token, statedExpiry: statedExpiry, validator: .unchanging)
     }
 
-    /// The error for a program that exited with `code`.
-    private func exitFailure(_ code: Int32) -> ServerError {
+    /// The error for a program that exited with `code`, or whose exit status is unknown (`nil`):
+    /// someone else reaped it.
+    private func exitFailure(_ code: Int32?) -> ServerError {
+        guard let code else {
+            return ServerError(
+                .unavailable,
+                "\(displayName): its exit status could not be read (this process ignores SIGCHLD or reaps its children itself, as with waitpid(-1)), so what it printed is not taken; leave SIGCHLD at its default and reap only your own children")
+        }
         let how = code > 128 ? "was ended by signal \(code - 128)" : "exited with status \(code)"
         return ServerError(.unavailable, "\(displayName): \(how); its messages, if any, are on standard error")
     }

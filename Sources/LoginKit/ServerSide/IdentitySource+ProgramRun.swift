@@ -1,10 +1,11 @@
 #if canImport(Glibc)
+    import CProcessControl
     import Glibc
     import LoginKitHTTP
 
     /// One run of an identity program, watched by a thread of its own (`watch(output:)`): its pid,
-    /// signalled only while it cannot have been reaped, what tells that it exited, and the outcome
-    /// the thread reports once it has reaped it.
+    /// signalled only while it is running (through its pidfd when it has one), what tells that it
+    /// exited, and the outcome the thread reports once it has reaped it.
     ///
     /// The program's exit is told apart from the end of its output: a program that prints its
     /// token and exits while a child it left (in its process group or in a session of its own)
@@ -14,15 +15,17 @@
     /// and each of its waits ends at that exit.
     final class ProgramRun: Sendable {
         let pid: pid_t
-        /// A pidfd of the program, readable once it has exited; `nil` where the kernel, the C
-        /// library or a sandbox refuses one: the thread then checks for the exit every
-        /// `exitCheckInterval` while it waits for output.
+        /// A pidfd of the program, readable once it has exited, and what `killGroup()` signals it
+        /// through; `nil` where the kernel or a sandbox refuses one: the thread then checks for the
+        /// exit every `exitCheckInterval` while it waits for output. Open until `exited` is set,
+        /// and closed under its lock.
         let exitDescriptor: Int32?
         /// Finished by `watch(output:)` once the program has exited and been reaped.
         let finished = Flight<ProgramOutcome>()
-        /// Whether the program has exited, as seen by `waitid` with `WNOWAIT`: until then it is
-        /// not reaped, so its pid and its process group's id are still its own and a signal cannot
-        /// reach another process.
+        /// Whether the thread has seen the program exit (`waitid` with `WNOWAIT`) and is about to
+        /// reap it. Until then this process has not reaped it, and `killGroup()` signals it, under
+        /// this lock, only while `waitid` finds it running: then its pid and its process group's id
+        /// are still its own, whoever else reaps children.
         private let exited = LockedState(false)
 
         /// How long, in milliseconds, the thread waits for output before it checks for the exit
@@ -59,35 +62,37 @@
             return (ends[0], ends[1])
         }
 
-        /// A pidfd of `pid` (`pidfd_open(2)`, Linux 5.3), closed on exec: readable once the
-        /// process has exited. `nil` when it cannot be had (`ENOSYS`, a sandbox's `EPERM`, another
-        /// architecture).
+        /// A pidfd of the child `pid` (`pidfd_open(2)`, Linux 5.3, through the CProcessControl
+        /// shim: `syscall` is variadic in C), closed on exec: readable once the process has exited,
+        /// and a target for `pidfd_send_signal(2)` that no other process can take over. `nil` when
+        /// it cannot be had (`ENOSYS`, a sandbox's `EPERM`), and when `pid` is no longer this
+        /// process's child once it is open — reaped by someone else (a host that ignores `SIGCHLD`),
+        /// so the pid may name another process by then.
         static func openExitDescriptor(for pid: pid_t) -> Int32? {
-            #if arch(x86_64) || arch(arm64)
-                // SYS_pidfd_open lives in <sys/syscall.h>, which Swift's Glibc module does not
-                // include: its number, 434 on both x86_64 and aarch64 (the generic table).
-                let pidfdOpen = 434
-                // `syscall` is variadic in C, which Swift cannot call. glibc's `syscall` is written
-                // in assembly and only moves its integer arguments from register to register, and
-                // on these two architectures integer arguments travel in the same registers whether
-                // a call is variadic or not, so a call through this non-variadic type reaches it as
-                // a variadic call would.
-                typealias SystemCall = @convention(c) (Int, Int, Int) -> Int
-                guard let symbol = dlsym(nil, "syscall") else { return nil }
-                let descriptor = unsafeBitCast(symbol, to: SystemCall.self)(pidfdOpen, Int(pid), 0)
-                return descriptor >= 0 ? Int32(truncatingIfNeeded: descriptor) : nil
-            #else
+            let descriptor = loginkit_pidfd_open(pid)
+            guard descriptor >= 0 else { return nil }
+            // Still this process's child, running or not yet reaped: its pid was its own when the
+            // pidfd was opened, since an unreaped child's pid is never given to another process.
+            guard state(of: pid) != .reapedElsewhere else {
+                closeDescriptor(descriptor)
                 return nil
-            #endif
+            }
+            return descriptor
         }
 
         /// Kills the program's process group (the program and what it started there), and the
-        /// program itself should it have left that group, unless the program has exited.
+        /// program itself should it have left that group — through its pidfd when it has one —
+        /// while the program runs; once it has exited, nothing. `waitid` is asked under the lock
+        /// the thread sets `exited` under, so this process cannot reap the program meanwhile.
         func killGroup() {
             exited.withLock { exited in
-                guard !exited else { return }
+                guard !exited, Self.state(of: pid) == .running else { return }
                 _ = kill(-pid, SIGKILL)
-                _ = kill(pid, SIGKILL)
+                if let exitDescriptor {
+                    _ = loginkit_pidfd_send_signal(exitDescriptor, SIGKILL)
+                } else {
+                    _ = kill(pid, SIGKILL)
+                }
             }
         }
 
@@ -122,11 +127,15 @@
             // the program ends by itself or is killed at its timeout.
             var info = siginfo_t()
             while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
-            exited.withLock { $0 = true }
-            if let exitDescriptor { closeDescriptor(exitDescriptor) }
+            exited.withLock { exited in
+                exited = true
+                // Closed under the lock `killGroup()` signals through it under.
+                if let exitDescriptor { closeDescriptor(exitDescriptor) }
+            }
             var status: Int32 = 0
             var reaped = waitpid(pid, &status, 0)
             while reaped == -1 && errno == EINTR { reaped = waitpid(pid, &status, 0) }
+            // `nil`: someone else reaped it (ECHILD), and its exit status is lost.
             let exitCode = reaped == pid ? ChildProcess.exitCode(fromWaitStatus: status) : nil
             finished.finish(with: .success(ProgramOutcome(output: output, tooLarge: tooLarge, exitCode: exitCode)))
         }
@@ -153,14 +162,30 @@
             }
         }
 
-        /// Whether the program has exited, asked without waiting and without reaping it
-        /// (`WNOHANG`, `WNOWAIT`). A program someone else reaped counts as exited.
+        /// Whether the program has exited (`state(of:)`). A program someone else reaped counts as
+        /// exited.
         private func hasExitedWithoutReaping() -> Bool {
+            Self.state(of: pid) != .running
+        }
+
+        /// Where this process's child `pid` stands.
+        enum ChildState {
+            /// It has not exited.
+            case running
+            /// It has exited, and waits to be reaped.
+            case exited
+            /// It is no child of this process (any more): someone else reaped it (`ECHILD`).
+            case reapedElsewhere
+        }
+
+        /// Where child `pid` stands, asked without waiting and without reaping it (`waitid` with
+        /// `WNOHANG` and `WNOWAIT`).
+        static func state(of pid: pid_t) -> ChildState {
             var info = siginfo_t()
             while waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == -1 {
-                if errno != EINTR { return true }  // ECHILD: reaped by someone else
+                if errno != EINTR { return .reapedElsewhere }  // ECHILD
             }
-            return info.si_signo == SIGCHLD  // left 0 by the kernel while it has not exited
+            return info.si_signo == SIGCHLD ? .exited : .running  // si_signo left 0 while it has not exited
         }
     }
 #endif

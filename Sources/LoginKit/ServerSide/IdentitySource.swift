@@ -46,7 +46,9 @@ public enum IdentitySource: Sendable, Hashable, CustomStringConvertible, CustomR
     /// seconds since 1970, is optional), and on failure
     /// `{"version":1,"success":false,"code":"…","message":"…"}`. It has finished when it exits,
     /// even while a child it left in the background keeps its output open; one that a signal ends
-    /// has failed. It gets this process's environment without LoginKit's own secrets
+    /// has failed, and so has one whose exit status cannot be read (in a process that ignores
+    /// `SIGCHLD` or reaps every child itself, as `waitpid(-1, …)` does, the status is lost). It
+    /// gets this process's environment without LoginKit's own secrets
     /// (`LOGINKIT_CLIENT_SECRET`, `LOGINKIT_STORE_KEY`, …), and is killed, with what it started in
     /// its process group, at its timeout.
     case program(String, arguments: [String] = [], timeout: Duration = .seconds(30))
@@ -85,8 +87,9 @@ public enum IdentitySource: Sendable, Hashable, CustomStringConvertible, CustomR
     ///   other users can write, an unset variable or one that holds LoginKit's own secret, a
     ///   program that cannot be started or prints something else than a token, and a token that
     ///   has already expired; `ServerError` `.unavailable` for a program that exits with a failure
-    ///   status or is ended by a signal, runs past its timeout or reports `"success": false` (with
-    ///   its `code` and `message`), and for a file that kept changing while it was read;
+    ///   status, is ended by a signal or whose exit status cannot be read, runs past its timeout or
+    ///   reports `"success": false` (with its `code` and `message`), and for a file that kept
+    ///   changing while it was read;
     ///   `ServerError` `.unexpectedStatus` for an HTTP status other than 2xx, and
     ///   `.malformedResponse` for an answer without a token; `NetworkError` from `transport`. Each
     ///   message starts with the source's name; none holds the token.
@@ -122,13 +125,13 @@ public enum IdentitySource: Sendable, Hashable, CustomStringConvertible, CustomR
         let inputs: FetchKey.Inputs
         switch self {
         case .file, .url:
-            inputs = .nothing
+            inputs = FetchKey.Inputs()
         case .environment(let name):
-            inputs = .values([environment[name]])
+            inputs = FetchKey.Inputs(values: [environment[name]])
         case .gitHubActions:
-            inputs = .values([environment[Self.gitHubRequestURLVariable], environment[Self.gitHubRequestTokenVariable]])
+            inputs = FetchKey.Inputs(values: [environment[Self.gitHubRequestURLVariable], environment[Self.gitHubRequestTokenVariable]])
         case .program:
-            inputs = isProcessEnvironment ? .processEnvironment : .environmentDigest(Self.digest(ofChildEnvironment: environment))
+            inputs = FetchKey.Inputs(environmentDigest: isProcessEnvironment ? nil : Self.digest(ofChildEnvironment: environment))
         }
         return FetchKey(source: self, inputs: inputs)
     }
@@ -145,11 +148,15 @@ public enum IdentitySource: Sendable, Hashable, CustomStringConvertible, CustomR
         return (try? MessageDigest.sha256(bytes)) ?? bytes
     }
 
+    /// The time tokens are judged by: the system's, or a test's within `$clock.withValue(…)` (a
+    /// task-local, so tests running at once each keep their own).
+    @TaskLocal static var clock: @Sendable () -> Date = { Date() }
+
     /// The kept token for `key` when it is still good now; throws the remembered failure of a
     /// recent fetch; `nil`: fetch.
     private func keptToken(for key: FetchKey) throws -> String? {
         let validator = currentValidator()
-        let now = Date()
+        let now = Self.clock()
         let kept = Self.cache.withLock { $0.kept(for: key, validator: validator, now: now) }
         return try kept?.get()
     }
@@ -160,7 +167,7 @@ public enum IdentitySource: Sendable, Hashable, CustomStringConvertible, CustomR
         Self.cache.withLock { $0.countFetch(of: self) }
         do {
             let fetched = try await fetch(transport: transport, environment: environment)
-            let now = Date()
+            let now = Self.clock()
             let expiresAt = [Self.jwtExpiry(of: fetched.token), fetched.statedExpiry].compactMap { $0 }.min()
             if let expiresAt, expiresAt <= now {
                 let ago = Int(min(now.timeIntervalSince(expiresAt), 1e9).rounded(.up))
@@ -173,7 +180,7 @@ public enum IdentitySource: Sendable, Hashable, CustomStringConvertible, CustomR
             return fetched.token
         } catch {
             if remembersFailures, Self.isFailureOfTheSource(error) {
-                let now = Date()
+                let now = Self.clock()
                 Self.cache.withLock { $0.remember(error, for: key, at: now) }
             }
             throw error

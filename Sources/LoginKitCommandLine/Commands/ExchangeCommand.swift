@@ -24,12 +24,15 @@ struct ExchangeCommand: AsyncParsableCommand {
             access_token, refresh_token or a type URI. The client authenticates as for `login`: \
             $LOGINKIT_CLIENT_SECRET, or --private-key. Prints the issued token and a newline, or with \
             --json its type and expiry too. A subject token, target or scope the provider refuses \
-            (invalid_grant, invalid_target, invalid_scope) is exit 4.
+            (invalid_grant, invalid_target, invalid_scope) is exit 4. A source's token goes only to a \
+            token endpoint on the issuer's origin, or to the one --token-endpoint gives: a discovered \
+            one elsewhere is refused before any source is asked (exit 5).
             """ + "\n\n" + SourceOptions.discussion
     )
 
     @Option(help: "The OpenID Connect issuer (default: $LOGINKIT_ISSUER).") var issuer: String?
     @Option(name: .customLong("client-id"), help: "The client ID (default: $LOGINKIT_CLIENT_ID).") var clientID: String?
+    @Option(name: .customLong("token-endpoint"), help: "The token endpoint; wins over discovery.") var tokenEndpoint: String?
     @Option(name: .customLong("subject-token"), help: "- to read the subject token from standard input.") var subjectToken: String?
     @Option(
         name: .customLong("subject-token-source"),
@@ -118,9 +121,18 @@ struct ExchangeCommand: AsyncParsableCommand {
             let actorSource = try actorTokenSource.map { try sourceOptions.source($0, flag: "--actor-token-source") }
             var configuration = OAuth2API.Configuration(issuer: issuer, clientID: clientID, clientSecret: APIFactory.environmentSecret)
             configuration.scope = ""
+            if let tokenEndpoint { configuration.endpoints.token = tokenEndpoint }
             try clientAuthOptions.apply(to: &configuration)
             let clientConfiguration = try networkOptions.clientConfiguration()
             let exchanged: ExchangedToken = try await CurlHTTPClient.withClient(configuration: clientConfiguration) { client in
+                let api = OAuth2API(configuration: configuration, transport: client)
+                // A source's token is a bearer credential at the provider: it goes only to a token
+                // endpoint on the issuer's origin or to --token-endpoint's, checked once discovery
+                // is loaded and before any source is asked (no program run, no request sent).
+                let sent = [("the subject token", subjectSource), ("the actor token", actorSource)].compactMap { name, source in
+                    source.map { "\(name) from \($0.displayName)" }
+                }
+                if !sent.isEmpty { try await api.requireSourceTokenDestination(sending: sent.joined(separator: " and ")) }
                 // The sources' own failures (a missing file, a program's exit status, an HTTP status)
                 // are theirs, not a refusal of the client: fetched before the exchange.
                 let subject = try await Self.token(given: given, source: subjectSource, transport: client)
@@ -130,7 +142,7 @@ struct ExchangeCommand: AsyncParsableCommand {
                     actorToken: actor, actorTokenType: actor == nil ? nil : Self.tokenType(given: actorTokenType, fromSource: actorSource != nil),
                     requestedTokenType: requestedTokenType.flatMap { Self.tokenType($0) },
                     target: TokenTarget(resources: resources, audience: audience, scope: scope))
-                return try await Self.exchange(request, configuration: configuration, transport: client)
+                return try await Self.exchange(request, with: api)
             }
             if json {
                 JSONOutput.print([
@@ -149,16 +161,14 @@ struct ExchangeCommand: AsyncParsableCommand {
         return try await source?.token(transport: transport)
     }
 
-    /// Exchanges `request` as `configuration`'s client.
+    /// Exchanges `request` as `api`'s client.
     ///
     /// - Throws: `CLIFailure` exit 4 when the provider refuses the scope asked for; what
     ///   `exchangeToken` throws, a refused client naming the credential it lacks.
-    private static func exchange(
-        _ request: TokenExchangeRequest, configuration: OAuth2API.Configuration, transport: any HTTPTransport
-    ) async throws -> ExchangedToken {
+    private static func exchange(_ request: TokenExchangeRequest, with api: OAuth2API) async throws -> ExchangedToken {
         do {
-            return try await ClientAuthOptions.namingMissingCredential(of: configuration) {
-                try await OAuth2API(configuration: configuration, transport: transport).exchangeToken(request)
+            return try await ClientAuthOptions.namingMissingCredential(of: api.configuration) {
+                try await api.exchangeToken(request)
             }
         } catch let error as LoginError where error.code == .invalidScope {
             // The subject token's grant does not cover the scope asked for: a refusal of what

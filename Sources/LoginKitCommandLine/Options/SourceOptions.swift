@@ -21,7 +21,8 @@ struct SourceOptions: ParsableArguments {
         SOURCE names where a workload's identity token comes from. file:PATH: a file its platform \
         writes (a Kubernetes projected service-account token), read again when it changes or when its \
         token nears expiry. exec:PROGRAM: a program run without a shell or arguments, stdin empty, \
-        killed after --source-timeout seconds (default 30); its stdout is a bare JWT, or the JSON of \
+        killed after --source-timeout seconds (1 to \(SourceOptions.timeoutRange.upperBound), default \
+        30); its stdout is a bare JWT, or the JSON of \
         Google's executable-sourced credentials ({"version":1,"success":true,"token_type":...,\
         "id_token":...,"expiration_time":...}). url:URL: a GET with the --source-header headers; the \
         token is the body, or the JSON member --source-field names (a cloud metadata endpoint: \
@@ -35,8 +36,10 @@ struct SourceOptions: ParsableArguments {
     /// The default of `--source-timeout`, in seconds.
     static let defaultTimeout = 30
     /// What `--source-timeout` (and a profile's recorded `source_timeout`) may be, in seconds: an
-    /// `exec:` source's program runs while the profile's lock is held, so never for long.
-    static let timeoutRange = 1...3600
+    /// `exec:` source's program runs while the profile's lock is held, which a refresh gives up
+    /// after the CLI's refresh timeout (`AuthService.Configuration.refreshTimeout`): no program's
+    /// timeout is longer.
+    static let timeoutRange = 1...max(1, Int(ProfileCall.configuration.refreshTimeout.components.seconds))
 
     @Option(
         name: .customLong("source-header"),
@@ -52,7 +55,9 @@ struct SourceOptions: ParsableArguments {
     var field: String?
     @Option(
         name: .customLong("source-timeout"),
-        help: ArgumentHelp("For an exec: source: seconds the program may run before it is killed (default: 30).", valueName: "seconds"))
+        help: ArgumentHelp(
+            "For an exec: source: seconds the program may run before it is killed, 1 to \(SourceOptions.timeoutRange.upperBound) (default: 30).",
+            valueName: "seconds"))
     var timeout: Int?
 
     func validate() throws {
@@ -60,7 +65,10 @@ struct SourceOptions: ParsableArguments {
         if let field, field.isEmpty || field.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
             throw ValidationError("--source-field takes a dot path of member names, such as access_token or data.token")
         }
-        if let timeout, !Self.timeoutRange.contains(timeout) { throw ValidationError("--source-timeout must be 1 to 3600 seconds") }
+        if let timeout, !Self.timeoutRange.contains(timeout) {
+            throw ValidationError(
+                "--source-timeout must be 1 to \(Self.timeoutRange.upperBound) seconds (the program runs while the profile's lock is held)")
+        }
     }
 
     /// The flags given, for "apply … only" messages.
@@ -189,8 +197,10 @@ struct SourceOptions: ParsableArguments {
 /// with an `exec:` source `source_timeout` (seconds). Never a token.
 ///
 /// A profile's sources are made again only from the user's own file store, only with absolute
-/// paths, and only with a timeout of 1 to 3600 s (``apply(_:to:from:)``): whoever can write the
-/// profile chooses what is read or run and where its token goes.
+/// paths, and only with a timeout in ``SourceOptions/timeoutRange`` (``apply(_:to:from:)``):
+/// whoever can write the profile chooses what is read or run and where its token goes. Every
+/// refusal names `loginkit logout --no-revoke`, which removes such a profile without making its
+/// source again (a revocation would send the source's token).
 enum SourceAttributes {
     static let clientAssertionSource = "client_assertion_source"
     static let assertionSource = "assertion_source"
@@ -252,7 +262,7 @@ enum SourceAttributes {
     /// - Throws: `CLIFailure` exit 1, nothing read, run or sent, when `attributes` name a source and
     ///   `store` is no store of the user's own (a fleet store), and when a recorded source cannot
     ///   be made again: it does not parse, names a relative path (``relativePath(in:)``), or comes
-    ///   with a `source_timeout` that is no whole number of 1 to 3600 seconds.
+    ///   with a `source_timeout` that is no whole number in ``SourceOptions/timeoutRange``.
     static func apply(_ attributes: [String: String], to configuration: inout OAuth2API.Configuration, from store: any TokenStore) throws {
         let recorded = [clientAssertionSource, assertionSource].filter { attributes[$0] != nil }
         guard !recorded.isEmpty else { return }
@@ -260,7 +270,7 @@ enum SourceAttributes {
             throw CLIFailure(
                 exitCode: 1,
                 "the profile names an identity source (\(recorded.joined(separator: ", "))), which is used only from your own file store, not from a postgres:// fleet store: "
-                    + fleetReason + "; nothing was read or sent. Log the workload in with a file store (--store FILE)")
+                    + fleetReason + "; nothing was read or sent. Log the workload in with a file store (--store FILE); " + removal)
         }
         if let specification = attributes[clientAssertionSource] {
             configuration.clientAssertionSource = try source(specification, in: attributes)
@@ -281,6 +291,10 @@ enum SourceAttributes {
         }
         return uses
     }
+
+    /// How to remove a profile whose source is refused, for messages: a logout that does not
+    /// revoke, which is the one that does not make the source again.
+    static let removal = "`loginkit logout --no-revoke` removes this profile without revoking its tokens (revoking would use the source)"
 
     /// Why a fleet store's rows may name no source, for messages.
     static let fleetReason =
@@ -315,7 +329,8 @@ enum SourceAttributes {
         guard let seconds = Int(value), SourceOptions.timeoutRange.contains(seconds) else {
             throw CLIFailure(
                 exitCode: 1,
-                "the profile's recorded source_timeout \"\(Terminal.printable(value, limit: 20))\" is not 1 to 3600 seconds (the program runs while the profile's lock is held); log in again, with --source-timeout SECONDS"
+                "the profile's recorded source_timeout \"\(Terminal.printable(value, limit: 20))\" is not 1 to \(SourceOptions.timeoutRange.upperBound) seconds (the program runs while the profile's lock is held); log in again, with --source-timeout SECONDS; "
+                    + removal
             )
         }
         return seconds
@@ -325,7 +340,8 @@ enum SourceAttributes {
         if let path = relativePath(in: specification) {
             throw CLIFailure(
                 exitCode: 1,
-                "the profile's identity source names the relative path \"\(Terminal.printable(path, limit: 200))\", which would be found from the working directory (a cloned repository's file or program); nothing was read or run. Log in again with an absolute path"
+                "the profile's identity source names the relative path \"\(Terminal.printable(path, limit: 200))\", which would be found from the working directory (a cloned repository's file or program); nothing was read or run. Log in again with an absolute path; "
+                    + removal
             )
         }
         let timeout = try recordedTimeout(attributes[Self.timeout])
@@ -334,7 +350,7 @@ enum SourceAttributes {
             return try SourceOptions.source(specification, headers: recordedHeaders, field: attributes[Self.field], timeout: timeout)
         } catch {
             throw CLIFailure(
-                exitCode: 1, "the profile's identity source cannot be used (\(CLIFailure(error).message)); log in again", detail: "\(error)")
+                exitCode: 1, "the profile's identity source cannot be used (\(CLIFailure(error).message)); log in again; " + removal, detail: "\(error)")
         }
     }
 

@@ -62,11 +62,16 @@ struct IdentitySourceTests {
     @Test func aTokenNearExpiryIsFetchedAgainAtEachCall() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/token"
-            let token = jwt(expiresIn: 30)  // valid, but within the 60 s margin
+            // Judged at the time it was made, however long the test waits to run: valid, but
+            // within the 60 s margin.
+            let minted = Date()
+            let token = jwt(expiresIn: 30)
             try writeInPlace(token, to: path)
             let source = IdentitySource.file(path)
-            #expect(try await source.token(transport: UnusedTransport()) == token)
-            #expect(try await source.token(transport: UnusedTransport()) == token)
+            try await IdentitySource.$clock.withValue({ minted }) { () async throws in
+                #expect(try await source.token(transport: UnusedTransport()) == token)
+                #expect(try await source.token(transport: UnusedTransport()) == token)
+            }
             #expect(IdentitySource.fetchCount(of: source) == 2)
         }
     }
@@ -180,13 +185,17 @@ struct IdentitySourceTests {
     @Test func aProgramThatPrintsGooglesDocumentGivesItsTokenUntilItsExpirationTime() async throws {
         try await withTemporaryDirectory { directory in
             let token = jwt(expiresIn: 3600)
-            let soon = Int(Date().timeIntervalSince1970) + 30  // earlier than the JWT's exp: it counts
+            let minted = Date()
+            let soon = Int(minted.timeIntervalSince1970) + 30  // earlier than the JWT's exp: it counts
             let document =
                 #"{"version":1,"success":true,"token_type":"urn:ietf:params:oauth:token-type:id_token","id_token":"\#(token)","expiration_time":\#(soon)}"#
             let path = try program("printf '%s\\n' '\(document)'\n", in: directory)
             let source = IdentitySource.program(path, arguments: ["--audience", "api://app"])
-            #expect(try await source.token(transport: UnusedTransport()) == token)
-            #expect(try await source.token(transport: UnusedTransport()) == token)
+            // Judged at the time the document was made, however long the test waits to run.
+            try await IdentitySource.$clock.withValue({ minted }) { () async throws in
+                #expect(try await source.token(transport: UnusedTransport()) == token)
+                #expect(try await source.token(transport: UnusedTransport()) == token)
+            }
             #expect(IdentitySource.fetchCount(of: source) == 2)
         }
     }
@@ -290,11 +299,34 @@ struct IdentitySourceTests {
         }
     }
 
+    /// In a process that ignores SIGCHLD the kernel reaps the program as it exits, and its exit
+    /// status is lost: what it printed is not taken. Run in a child process (the test helper):
+    /// SIGCHLD's disposition is the whole process's.
+    @Test func aProgramWhoseExitStatusIsLostIsAnErrorThoughItPrintedAToken() async throws {
+        let helper = try testHelperPath()
+        try await withTemporaryDirectory { directory in
+            let token = jwt(expiresIn: 3600)
+            let path = try program("printf '%s\\n' '\(token)'\nexit 3\n", in: directory)
+            let (status, output) = try await runCapturing(helper, ["identity-program-ignoring-sigchld", path])
+            #expect(status == 0, "\(output)")
+            #expect(output.hasPrefix("unavailable: exec:" + path), "\(output)")
+            #expect(output.contains("exit status could not be read"), "\(output)")
+            #expect(!output.contains(token))
+        }
+    }
+
     /// Watched through a pidfd, or (where the kernel refuses one) by checking for the exit between
     /// bounded waits: each run closes the pipe's read end and the pidfd, and reaps the program,
-    /// although a child it left holds the pipe open.
+    /// although a child it left holds the pipe open. Where this process can open a pidfd (asked
+    /// of another program, not of LoginKit's own call), a run watched through one has one.
     @Test(arguments: [true, false])
     func everyRunClosesItsDescriptorsAndReapsItsProgram(watchingWithProcessDescriptor: Bool) async throws {
+        let pidfdsWork: Bool
+        if watchingWithProcessDescriptor {
+            pidfdsWork = await processDescriptorsWork()
+        } else {
+            pidfdsWork = false
+        }
         try await withTemporaryDirectory { directory in
             let token = jwt(expiresIn: 3600)
             // Notes the pipe its output goes to, prints the token, and leaves a child in a session
@@ -321,6 +353,8 @@ struct IdentitySourceTests {
                 #expect(!exitDescriptorOpen, "the pidfd of \(run.pid) is still open")
                 if !watchingWithProcessDescriptor {
                     #expect(run.exitDescriptor == nil)
+                } else if pidfdsWork {
+                    #expect(run.exitDescriptor != nil, "pidfd_open works here, but the run of \(run.pid) has no pidfd")
                 }
             }
         }
@@ -400,7 +434,7 @@ struct IdentitySourceTests {
     @Test func aRememberedFailureIsHandedOutForTenSecondsAndForgottenOnceATokenIsKept() {
         var cache = IdentitySource.Cache()
         let now = Date()
-        let key = IdentitySource.FetchKey(source: .url("https://metadata.test/token"), inputs: .nothing)
+        let key = IdentitySource.FetchKey(source: .url("https://metadata.test/token"), inputs: IdentitySource.FetchKey.Inputs())
         cache.remember(ServerError(.unavailable, "down"), for: key, at: now)
         guard case .failure(let error)? = cache.kept(for: key, validator: .unchanging, now: now.addingTimeInterval(9.9)) else {
             Issue.record("expected the remembered failure")
@@ -408,7 +442,7 @@ struct IdentitySourceTests {
         }
         #expect((error as? ServerError)?.message == "down")
         #expect(cache.kept(for: key, validator: .unchanging, now: now.addingTimeInterval(10)) == nil)
-        #expect(cache.kept(for: IdentitySource.FetchKey(source: .url("https://metadata.test/other"), inputs: .nothing), validator: .unchanging, now: now) == nil)
+        #expect(cache.kept(for: IdentitySource.FetchKey(source: .url("https://metadata.test/other"), inputs: IdentitySource.FetchKey.Inputs()), validator: .unchanging, now: now) == nil)
 
         cache.store(IdentitySource.Cache.Entry(token: "t", expiresAt: nil, fetchedAt: now, validator: .unchanging), for: key)
         #expect(cache.failures[key] == nil)
@@ -623,7 +657,7 @@ struct IdentitySourceTests {
                 token: "t", expiresAt: now.addingTimeInterval(seconds), fetchedAt: now.addingTimeInterval(offset), validator: .unchanging)
         }
         func key(_ name: String, value: String = "t") -> IdentitySource.FetchKey {
-            IdentitySource.FetchKey(source: .environment(name), inputs: .values([value]))
+            IdentitySource.FetchKey(source: .environment(name), inputs: IdentitySource.FetchKey.Inputs(values: [value]))
         }
         let nearExpiry = key("NEAR_EXPIRY")
         cache.store(entry(expiresIn: 30, fetchedAfter: 0), for: nearExpiry)
@@ -882,6 +916,15 @@ private func openDescriptorTargets() -> [String] {
         if Int32(name) != nil, let target = linkTarget("/proc/self/fd/" + name) { targets.append(target) }
     }
     return targets
+}
+
+/// Whether a process started from this one can open a pidfd (`pidfd_open(2)`: Linux 5.3, and no
+/// sandbox refusing it), asked of Python's `os.pidfd_open` so that the answer does not depend on
+/// LoginKit's own call; `false` without a Python 3.9 or later.
+private func processDescriptorsWork() async -> Bool {
+    let probe = "import os; os.close(os.pidfd_open(os.getpid())); print('pidfd')"
+    let answer = try? await runCapturing("/usr/bin/env", ["python3", "-c", probe])
+    return answer?.status == 0 && answer?.output.contains("pidfd") == true
 }
 
 /// Whether this process's `descriptor` is a pidfd of `pid`, or of a process reaped since (which a

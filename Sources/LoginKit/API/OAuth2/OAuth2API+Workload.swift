@@ -38,4 +38,19 @@ extension OAuth2API {
             "\(field) \(TokenEndpoint.quoted(url: url)) lies on another origin than the issuer \(printableExcerpt(configuration.issuer, limit: 200)); \(credential) is a bearer token the provider accepts from whoever presents it, so it goes only to the issuer's origin or to an endpoint the configuration sets, and nothing was sent: \(fix)"
         )
     }
+
+    /// Refuses a token endpoint that may not receive `credential` (what names it in a message:
+    /// "the subject token from exec:/…"), a source's token the caller is about to put in a request
+    /// of its own, such as a token exchange's `subject_token` or `actor_token`: one that discovery
+    /// named on another origin than the issuer's (``requireIssuerOrigin(_:origin:setting:sending:)``).
+    /// Loads discovery, so that the caller asks its sources only once the endpoint is known to be
+    /// one they may go to.
+    ///
+    /// - Throws: what ``metadata()`` throws; `ServerError` `.misconfigured` naming the endpoint and
+    ///   `endpoints.token`.
+    package func requireSourceTokenDestination(sending credential: String) async throws {
+        let metadata = try await metadata()
+        let tokenOrigin = origin(configuration.endpoints.token, setting: "token", field: "token_endpoint")
+        try requireIssuerOrigin(metadata.tokenEndpoint, origin: tokenOrigin, setting: "token", sending: credential)
+    }
 }
