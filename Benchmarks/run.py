@@ -406,6 +406,13 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         "storm_requests_10": max(row["requests_10"] for row in rows["storm"]),
         "storm_requests_100": max(row["requests_100"] for row in rows["storm"]),
         "storm_requests_1000": max(row["requests_1000"] for row in rows["storm"]),
+        # Raw results from before 2026-11-27 17:00 (`run.py --report`) have no 10,000 / 100,000 storm.
+        "storm_requests_10000": max(row["requests_10000"] for row in rows["storm"]) if "requests_10000" in rows["storm"][0] else float("nan"),
+        "storm_requests_100000": max(row["requests_100000"] for row in rows["storm"]) if "requests_100000" in rows["storm"][0] else float("nan"),
+        "storm_p99_10000_vs_single": m("storm", "p99_ms_10000") / storm_single if "p99_ms_10000" in rows["storm"][0] else float("nan"),
+        "storm_p99_100000_vs_single": m("storm", "p99_ms_100000") / storm_single if "p99_ms_100000" in rows["storm"][0] else float("nan"),
+        "storm_memory_bytes_per_caller_10000": m("storm", "memory_bytes_per_caller_10000") if "memory_bytes_per_caller_10000" in rows["storm"][0] else float("nan"),
+        "storm_memory_bytes_per_caller_100000": m("storm", "memory_bytes_per_caller_100000") if "memory_bytes_per_caller_100000" in rows["storm"][0] else float("nan"),
         "storm_p99_vs_single": m("storm", "p99_ms_1000") / storm_single,
         "storm_refresh_floor_p99_vs_single": m("storm", "refresh_floor_p99_ms_1000") / storm_single if rows["storm"][0].get("refresh_floor_p99_ms_1000") is not None else float("nan"),
         # Raw results from before 2026-11-25 (`run.py --report`) have no same-process storm.
@@ -521,6 +528,13 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         lines.append(f"| … allocations per caller at 1000 (the refresh's included) vs per bare task of the floor | {m('storm', 'allocs_per_caller_1000'):.1f} | {m('storm', 'floor_allocs_per_task'):.1f} | | | |")
     if rows.get("storm_same"):
         lines.append(f"| … the same storm with the provider in the bench's process (its handlers queue behind the callers on the same two pool threads; ms) | {m('storm_same', 'p99_ms_1000'):.2f} | {m('storm_same', 'single_ms'):.2f} | {r['storm_same_process_p99_vs_single']:.2f}× | | |")
+    if "requests_10000" in rows["storm"][0]:
+        big_ok = r["storm_requests_10000"] == 1 and r["storm_requests_100000"] == 1
+        lines.append(f"| expiry storm: upstream requests at 10,000 / 100,000 callers | {r['storm_requests_10000']:.0f} / {r['storm_requests_100000']:.0f} | | | 1 each | {verdict(big_ok)} |")
+        lines.append(f"| expiry storm: waiter p99 at 10,000 vs one uncontended refresh (ms) | {m('storm', 'p99_ms_10000'):.2f} | {storm_single:.2f} | {r['storm_p99_10000_vs_single']:.2f}× | ≤ 2× | {verdict(r['storm_p99_10000_vs_single'] <= 2)} |")
+        lines.append(f"| … at 100,000 (ms) | {m('storm', 'p99_ms_100000'):.2f} | {storm_single:.2f} | {r['storm_p99_100000_vs_single']:.2f}× | | |")
+        lines.append(f"| expiry storm: resident memory per waiting caller at 10,000 / 100,000 (bytes, the peak over the resident size before) | {r['storm_memory_bytes_per_caller_10000']:.0f} / {r['storm_memory_bytes_per_caller_100000']:.0f} | | | | |")
+        lines.append(f"| … CPU µs and allocations per caller at 10,000 / 100,000 | {m('storm', 'cpu_us_per_caller_10000'):.1f}, {m('storm', 'allocs_per_caller_10000'):.1f} / {m('storm', 'cpu_us_per_caller_100000'):.1f}, {m('storm', 'allocs_per_caller_100000'):.1f} | | | | |")
     lines.append(f"| expiry storm: waiter p50 / p99 at 10 and 100 callers (ms) | {m('storm', 'p50_ms_10'):.2f} / {m('storm', 'p99_ms_10'):.2f}; {m('storm', 'p50_ms_100'):.2f} / {m('storm', 'p99_ms_100'):.2f} | | | | |")
     cli_rss = median([rss for _, rss in rows["cli"]])
     curl_rss = median([rss for _, rss in rows["curl_file"]])

@@ -6,7 +6,7 @@
 //   cached <directory> <calls>             cached validIDToken() (file store, memory store) vs a bare actor call
 //   verify <loginkit|jwtkit|boringssl|openssl> <RS256|ES256> <count>
 //                                          boringssl, openssl: ES256 only, the P-256 verify alone
-//   storm <rounds> [dev-server executable] 10/100/1000 concurrent validIDToken() on an expired token,
+//   storm <rounds> [dev-server executable] 10 to 100,000 concurrent validIDToken() on an expired token,
 //                                          against the dev server in its own process when given
 //                                          the `loginkit-dev-server` executable, else in this one;
 //                                          LOGINKIT_BENCH_STORM_ONLY=1: the 1000-caller storm alone
@@ -424,13 +424,17 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
         var results: [String: Double] = ["single_ms": percentile(single, 0.5) * 1e3]
         // LOGINKIT_BENCH_STORM_ONLY=1: LoginKit's 1000-caller storms only, no floors (for `perf`).
         let stormOnly = ProcessInfo.processInfo.environment["LOGINKIT_BENCH_STORM_ONLY"] != nil
-        for size in stormOnly ? [1000] : [10, 100, 1000] {
+        for size in stormOnly ? [1000] : [10, 100, 1000, 10_000, 100_000] {
             var requests: [Int] = [], p50: [Double] = [], p99: [Double] = [], allocations: [Double] = [], cpu: [Double] = []
+            var memory: [Double] = []
             for _ in 0..<rounds {
                 try await expire(store)
                 let requestsBefore = try await tokenRequests(http)
                 let allocationsBefore = cbench_malloc_count()
                 let cpuBefore = cpuSeconds()
+                // The peak resident memory during the storm over the resident memory before it:
+                // what the waiting callers (their tasks, their waits) hold at once.
+                let residentBefore = PeakResidentMemory.reset()
                 let start = clock.now
                 let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
                     for _ in 0..<size {
@@ -445,6 +449,9 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
                 }
                 cpu.append((cpuSeconds() - cpuBefore) / Double(size))
                 allocations.append(Double(cbench_malloc_count() - allocationsBefore) / Double(size))
+                if let before = residentBefore, let peak = PeakResidentMemory.peak() {
+                    memory.append(Double(max(0, peak - before)) / Double(size))
+                }
                 requests.append(try await tokenRequests(http) - requestsBefore)
                 p50.append(percentile(latencies, 0.5))
                 p99.append(percentile(latencies, 0.99))
@@ -457,6 +464,9 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
             // This process's CPU time (user and system, the refresh's share included) per caller.
             results["cpu_us_per_caller_\(size)"] = percentile(cpu, 0.5) * 1e6
             results["allocs_per_caller_\(size)"] = cbench_malloc_count() < 0 ? .nan : percentile(allocations, 0.5)
+            // Bytes of resident memory per waiting caller at the storm's peak; NaN where the kernel
+            // cannot reset the peak (/proc/self/clear_refs).
+            results["memory_bytes_per_caller_\(size)"] = memory.isEmpty ? .nan : percentile(memory, 0.5)
         }
         // The floor: 1000 bare tasks started together, each waiting for one shared event that
         // fires after the median refresh time (a sleep, so it costs the two cores nothing) —
@@ -579,4 +589,42 @@ do {
 } catch {
     FileHandle.standardError.write(Data("loginkit-bench: \(error)\n".utf8))
     exit(1)
+}
+
+/// The process's peak resident memory (`VmHWM`), reset through `/proc/self/clear_refs` (writing `5`
+/// sets the peak to the current resident size, Linux 4.0+).
+enum PeakResidentMemory {
+    /// Resets the peak; returns the resident size now in bytes, `nil` when the kernel refuses.
+    static func reset() -> Int? {
+        // open(2) and write(2) themselves: Foundation's FileHandle does not write to this file.
+        let descriptor = open("/proc/self/clear_refs", O_WRONLY)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        guard write(descriptor, "5", 1) == 1 else { return nil }
+        return status("VmRSS:")
+    }
+
+    /// The peak resident size since the last reset, in bytes.
+    static func peak() -> Int? { status("VmHWM:") }
+
+    private static func status(_ field: String) -> Int? {
+        // read(2) itself: Foundation reads as many bytes as stat(2) reports, 0 for /proc's files.
+        let descriptor = open("/proc/self/status", O_RDONLY)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 1 << 20 {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            bytes += buffer[..<count]
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        for line in text.split(separator: "\n") where line.hasPrefix(field) {
+            // `VmHWM:\t    7972 kB`: a tab, then spaces.
+            let kilobytes = line.dropFirst(field.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) }
+            return kilobytes.map { $0 * 1024 }
+        }
+        return nil
+    }
 }
