@@ -537,6 +537,34 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
                 results["\(name)_alone_ms"] = percentile(alone, 0.5) * 1e3
             }
         }
+        // The cancellable floor at 10,000 waiters: 10,000 bare tasks, each waiting (cancellably)
+        // for one event that fires after the refresh time — the harness's and the runtime's own
+        // share of the 10,000-caller storm, before LoginKit does anything.
+        if !stormOnly {
+            var p99: [Double] = []
+            for _ in 0..<rounds {
+                let gate: any StormGate = CancellableGate()
+                let start = clock.now
+                let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
+                    group.addTask {
+                        defer { gate.open() }
+                        try await sleeping()
+                        return -1
+                    }
+                    for _ in 0..<10_000 {
+                        group.addTask {
+                            try await gate.wait()
+                            return seconds(clock.now - start)
+                        }
+                    }
+                    var all: [Double] = []
+                    for try await latency in group where latency >= 0 { all.append(latency) }
+                    return all
+                }
+                p99.append(percentile(latencies, 0.99))
+            }
+            results["cancellable_floor_p99_ms_10000"] = percentile(p99, 0.5) * 1e3
+        }
         emit(results)
     }
 }
