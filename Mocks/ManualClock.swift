@@ -19,6 +19,8 @@ public final class ManualClock: AuthClock {
         var sleeperWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         /// Every duration ever slept, in order: lets tests check intervals.
         var sleptDurations: [Duration] = []
+        /// Run once, the next time the time is read, before it is answered.
+        var readHook: (@Sendable () -> Void)?
     }
     private let state: LockedState<State>
 
@@ -27,7 +29,17 @@ public final class ManualClock: AuthClock {
         state = LockedState(State(now: start))
     }
 
-    public var now: Date { state.withLock { $0.now } }
+    public var now: Date {
+        // The hook runs outside the lock: it may read or advance this clock itself.
+        if let hook = state.withLock({ state in defer { state.readHook = nil }; return state.readHook }) { hook() }
+        return state.withLock { $0.now }
+    }
+
+    /// Runs `action` once, the next time the time is read, before it is answered: a test acts at
+    /// the exact point of a step that reads the clock, on that step's executor.
+    package func onNextRead(_ action: @escaping @Sendable () -> Void) {
+        state.withLock { $0.readHook = action }
+    }
 
     /// Every duration passed to `sleep(for:)` so far, in order.
     public var sleptDurations: [Duration] { state.withLock { $0.sleptDurations } }

@@ -139,10 +139,16 @@ public func bindToLoopback(_ descriptor: Int32, port: Int = 0, listen: Bool) -> 
 /// meanwhile must not inherit it open for writing, or executing the script fails with `ETXTBSY`
 /// ("Text file busy") for as long as that child lives (seen under AddressSanitizer's load).
 public func writeExecutable(_ text: String, to path: String) throws {
-    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o755)
+    try writeInPlace(text, to: path, mode: 0o755)
+}
+
+/// Writes `text` to `path` in place — the same inode when the file exists, truncated first — and
+/// sets its mode to `mode` whatever the umask. Opened with `O_CLOEXEC` (see ``writeExecutable(_:to:)``).
+public func writeInPlace(_ text: String, to path: String, mode: UInt32) throws {
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode_t(mode))
     guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
     defer { close(descriptor) }
     let failure = writeAll(Array(text.utf8), to: descriptor)
     guard failure == 0 else { throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EIO) }
-    guard fchmod(descriptor, 0o755) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    guard fchmod(descriptor, mode_t(mode)) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
 }

@@ -506,23 +506,7 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
                 let gate = makeGate()
                 let allocationsBefore = cbench_malloc_count()
                 let cpuBefore = cpuSeconds()
-                let start = clock.now
-                let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
-                    group.addTask {
-                        defer { gate.open() }
-                        try await opener()
-                        return -1
-                    }
-                    for _ in 0..<1000 {
-                        group.addTask {
-                            try await gate.wait()
-                            return seconds(clock.now - start)
-                        }
-                    }
-                    var all: [Double] = []
-                    for try await latency in group where latency >= 0 { all.append(latency) }
-                    return all
-                }
+                let latencies = try await floorLatencies(waiters: 1000, gate: gate, opener: opener)
                 cpu.append((cpuSeconds() - cpuBefore) / 1000)
                 allocations.append(Double(cbench_malloc_count() - allocationsBefore) / 1000)
                 p99.append(percentile(latencies, 0.99))
@@ -543,29 +527,34 @@ func benchStorm(rounds: Int, issuer: String, tokenRequests: @escaping (CurlHTTPC
         if !stormOnly {
             var p99: [Double] = []
             for _ in 0..<rounds {
-                let gate: any StormGate = CancellableGate()
-                let start = clock.now
-                let latencies = try await withThrowingTaskGroup(of: Double.self) { group in
-                    group.addTask {
-                        defer { gate.open() }
-                        try await sleeping()
-                        return -1
-                    }
-                    for _ in 0..<10_000 {
-                        group.addTask {
-                            try await gate.wait()
-                            return seconds(clock.now - start)
-                        }
-                    }
-                    var all: [Double] = []
-                    for try await latency in group where latency >= 0 { all.append(latency) }
-                    return all
-                }
-                p99.append(percentile(latencies, 0.99))
+                p99.append(percentile(try await floorLatencies(waiters: 10_000, gate: CancellableGate(), opener: sleeping), 0.99))
             }
             results["cancellable_floor_p99_ms_10000"] = percentile(p99, 0.5) * 1e3
         }
         emit(results)
+    }
+}
+
+/// A floor's storm: `waiters` bare tasks each waiting on `gate`, which `opener`'s end opens; each
+/// waiter's latency from the start, in seconds.
+func floorLatencies(waiters: Int, gate: any StormGate, opener: @escaping @Sendable () async throws -> Void) async throws -> [Double] {
+    let clock = ContinuousClock()
+    let start = clock.now
+    return try await withThrowingTaskGroup(of: Double.self) { group in
+        group.addTask {
+            defer { gate.open() }
+            try await opener()
+            return -1
+        }
+        for _ in 0..<waiters {
+            group.addTask {
+                try await gate.wait()
+                return seconds(clock.now - start)
+            }
+        }
+        var all: [Double] = []
+        for try await latency in group where latency >= 0 { all.append(latency) }
+        return all
     }
 }
 

@@ -21,6 +21,7 @@ extension JWK {
     ///
     /// - Throws: `TokenVerificationError` `.cryptoFailure` when OpenSSL cannot hash.
     package func thumbprint() throws(TokenVerificationError) -> String {
+        // MessageDigest's one failure, OpenSSL refusing to hash, is typed; nothing a key holds can cause it.
         Base64URL.encode(try MessageDigest.sha256(Array(requiredMembers.serialized.utf8)))
     }
 }

@@ -751,13 +751,9 @@ private func jwt(expiresIn seconds: Double?) -> String {
     return header + "." + Base64URL.encode(Array(JSONValue.object(claims).serialized.utf8)) + ".c2lnbmF0dXJl"
 }
 
-/// Writes `text` to `path` in place (the same inode when the file exists).
+/// Writes `text` to `path` in place (the same inode when the file exists), mode 0600.
 private func writeInPlace(_ text: String, to path: String) throws {
-    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-    guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-    defer { close(descriptor) }
-    let failure = writeAll(Array(text.utf8), to: descriptor)
-    guard failure == 0 else { throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EIO) }
+    try LoginKitTestSupport.writeInPlace(text, to: path, mode: 0o600)
 }
 
 /// A shell script in `directory`, mode 0700, that runs `body`; its path.

@@ -38,18 +38,17 @@ struct ForcedRefreshAttemptTests {
     /// to end, and waits at the API's gate until all fifty have joined.
     @Test func fiftyCallersRefusingATokenMakeOneRefreshAttemptEvenWhenItFails() async throws {
         let manual = ManualClock(start: Self.now)
-        let clock = ForcedRefreshTests.HookedClock(manual)
         let shared = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(9, issuedAt: Race.t0))])
         let store = ForcedRefreshTests.GatedStore(shared)
         store.openGate()  // no transaction waits at the store: the API holds the refresh
         let api = LostAnswerAPI()
-        let service = AuthService(api: api, store: store, clock: clock)
+        let service = AuthService(api: api, store: store, clock: manual)
         let sentAt = manual.now
         var callers = [Task { try await service.validCredentials(rejecting: "access-9", sentAt: sentAt).accessToken }]
         await api.gate.arrived(count: 1)  // the first caller's refresh is at the provider
         let joined = TestGate()
         for count in 1..<50 {
-            store.onNextRead { clock.onNextRead { joined.note() } }
+            store.onNextRead { manual.onNextRead { joined.note() } }
             callers.append(Task { try await service.validCredentials(rejecting: "access-9", sentAt: sentAt).accessToken })
             await joined.arrived(count: count)
         }

@@ -152,11 +152,10 @@ struct ForcedRefreshTests {
     /// refresh, and which the refresh needs before it can end.
     @Test func aForcedCallerThatJoinedAnotherRefreshAndGotTheRefusedTokenRefreshes() async throws {
         let manual = ManualClock(start: Race.t0.addingTimeInterval(3570))  // 30 s left on access-9
-        let clock = HookedClock(manual)
         let api = CountingAPI { Race.credentials($0 - 1, issuedAt: manual.now) }  // access-0, then access-1
         let shared = InMemoryTokenStore(profiles: ["default": Race.profile(Race.credentials(9, issuedAt: Race.t0))])
         let gated = GatedStore(shared)
-        let service = AuthService(api: api, store: gated, clock: clock)
+        let service = AuthService(api: api, store: gated, clock: manual)
         let otherProcess = AuthService(api: api, store: shared, clock: manual)
         // A needs a refresh (the expiry is near); the refresh waits at the store's gate.
         let callerA = Task { try await service.validAccessToken() }
@@ -165,7 +164,7 @@ struct ForcedRefreshTests {
         #expect(try await otherProcess.validAccessToken() == "access-0")
         manual.advance(by: .seconds(1))
         let sentAt = manual.now  // B's request, sent with access-0, was refused
-        gated.onNextRead { clock.onNextRead { gated.openGate() } }
+        gated.onNextRead { manual.onNextRead { gated.openGate() } }
         let callerB = Task { try await service.validCredentials(rejecting: "access-0", sentAt: sentAt).accessToken }
         #expect(try await callerB.value == "access-1")
         #expect(try await callerA.value == "access-0", "A's refresh took what the other process saved")
@@ -189,37 +188,6 @@ struct ForcedRefreshTests {
             issue(count.increment())
         }
         func revoke(_ credentials: Credentials) async throws -> Bool { false }
-    }
-
-    /// A `ManualClock` that runs an action once, the next time the time is read: a test acts at an
-    /// exact point of a step that reads the clock, on that step's executor.
-    final class HookedClock: AuthClock {
-        let manual: ManualClock
-        private let hook = LockedState<(@Sendable () -> Void)?>(nil)
-
-        init(_ manual: ManualClock) {
-            self.manual = manual
-        }
-
-        var now: Date {
-            let action = hook.withLock { hook -> (@Sendable () -> Void)? in
-                defer { hook = nil }
-                return hook
-            }
-            action?()
-            return manual.now
-        }
-
-        /// Runs `action` the next time the time is read, before it is answered.
-        func onNextRead(_ action: @escaping @Sendable () -> Void) {
-            hook.withLock { $0 = action }
-        }
-
-        /// The `AuthClock` requirement, passed to the manual clock: the wait ends when the test
-        /// advances that clock, never by real time passing.
-        func sleep(for duration: Duration) async throws {
-            try await manual.sleep(for: duration)
-        }
     }
 
     /// A store over a shared `InMemoryTokenStore` (what another process sees too) whose first

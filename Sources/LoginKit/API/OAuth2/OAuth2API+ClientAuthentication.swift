@@ -169,9 +169,13 @@ extension OAuth2API {
     ///   `x5t#S256` is not a string); `TokenVerificationError` when the presented certificate's
     ///   thumbprint cannot be computed — the binding is then refused, not assumed.
     func requireCertificateBinding(of accessToken: String?) throws {
-        guard let accessToken, let bound = try Self.certificateThumbprint(boundTo: accessToken, host: host),
-            let presented = try configuration.clientCertificateThumbprint ?? presentedCertificateThumbprint()
-        else { return }
+        // No access token, or one bound to no certificate (opaque, or a JWT without
+        // `cnf.x5t#S256`): nothing to compare. A malformed `cnf` throws (ServerError).
+        guard let accessToken, let bound = try Self.certificateThumbprint(boundTo: accessToken, host: host) else { return }
+        // A client that presents no certificate cannot use a bound token either, but that is the
+        // resource server's refusal to make; a certificate whose thumbprint cannot be computed
+        // throws (TokenVerificationError): the binding is refused, never assumed.
+        guard let presented = try configuration.clientCertificateThumbprint ?? presentedCertificateThumbprint() else { return }
         guard bound == presented else {
             throw ServerError(
                 .malformedResponse,
@@ -187,6 +191,8 @@ extension OAuth2API {
     ///
     /// - Throws: `ServerError` `.malformedResponse` for a `cnf.x5t#S256` that is not a string.
     static func certificateThumbprint(boundTo accessToken: String, host: String) throws(ServerError) -> String? {
+        // Not a JWS with a JSON payload: an opaque token, legitimately unreadable to the client
+        // (RFC 8705 §3 leaves its format to the provider), so its parse errors are not errors here.
         guard let jws = try? CompactJWS(parsing: accessToken), let payload = try? JSONValue.parse(jws.payload) else { return nil }
         guard let member = payload["cnf"]?["x5t#S256"] else { return nil }
         guard let thumbprint = member.stringValue else {
@@ -201,6 +207,8 @@ extension OAuth2API {
     ///
     /// - Throws: `TokenVerificationError` when the bytes hold no certificate OpenSSL can read.
     private func presentedCertificateThumbprint() throws(TokenVerificationError) -> String? {
+        // Another transport presents what its owner configured, which LoginKit cannot see: the
+        // thumbprint is then ``Configuration/clientCertificateThumbprint``'s to give.
         guard let client = httpTransport as? CurlHTTPClient else { return nil }
         return try client.withPresentedCertificate { pem throws(TokenVerificationError) in try CertificateThumbprint.sha256(pem: pem) }
     }
