@@ -80,7 +80,9 @@ test: test-deps
 	# not here).
 	API_BASELINE=none SWIFT=$(SWIFT) scripts/check-api.sh
 
-BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light openssl curl
+# postgresql: the fleet store's rows (Benchmarks/fleet.py), against a cluster of scripts/pg-cluster.sh.
+# libsqlite3-dev: the storage layout's SQLite floor (Benchmarks/C/sqlite_commit.c).
+BENCH_PACKAGES := $(BUILD_PACKAGES) nginx-light openssl curl postgresql libsqlite3-dev
 
 bench:
 	@scripts/install-deps.sh $(BENCH_PACKAGES)

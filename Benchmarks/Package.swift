@@ -9,7 +9,12 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         // The DevServer trait: the storm's identity provider (LoginKitDevServer, loginkit-dev-server).
-        .package(name: "LoginKit", path: "..", traits: ["DevServer"]),
+        // The Postgres trait: the fleet store under load (LoginKitPostgres; Fleet.swift).
+        .package(name: "LoginKit", path: "..", traits: ["DevServer", "Postgres"]),
+        // The fleet bench's own clients (one per simulated host) and their loggers; the versions
+        // LoginKit itself requires.
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         // jwt-kit's own crypto (BoringSSL), measured alone for the ES256 comparison.
@@ -38,6 +43,9 @@ let package = Package(
                 "CBench", "BenchCore",
                 .product(name: "LoginKit", package: "LoginKit"),
                 .product(name: "LoginKitDevServer", package: "LoginKit"),
+                .product(name: "LoginKitPostgres", package: "LoginKit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -9,6 +9,14 @@ request: LOGINKIT_BENCH_UPDATE_DOCS=1 (`make bench-docs`).
 
 Environment: LOGINKIT_BENCH_ROUNDS (default 3), LOGINKIT_BENCH_SCALE (default 1.0: multiplies
 request counts; 0.1 for a quick look).
+
+The scaling curves (the file store at 1 to 10,000 profiles, processes on different profiles, the
+fleet store, the storm at 1,000 to 100,000 callers) are drawn by plot.py into
+.build/bench/scaling.svg (and docs/benchmarks-scaling.svg with LOGINKIT_BENCH_UPDATE_DOCS=1). The
+fleet rows come from fleet.py (`fleet_rows`, once per run, on PostgreSQL's server binaries, which
+`make bench` installs); when it cannot run, the table says why and the rest of the run stands.
+The storage layout's floors (C/sqlite_commit.c: a profile's durable commit in SQLite against a file
+per profile, for docs/storage.md) also run once per run, after the rounds.
 """
 import hashlib
 import json
@@ -40,6 +48,16 @@ def log(message):
 
 def scaled(count):
     return max(100, int(count * SCALE))
+
+
+# The file store's scaling rows: one profile's token call, save and login in stores of these many
+# profiles (each store prepared once per run, in the first round, and reused), and processes each
+# refreshing a profile of its own, with these simulated round trips to the provider.
+STORE_SIZES = (1, 100, 1000, 10000)
+STORE_CLI_SIZES = (1, 10000)
+STORE_PROCESSES = (1, 16)
+STORE_NETWORK_MS = (20, 0)
+STORE_REFRESHES = 20
 
 
 # Sequential HTTP is a ping-pong with nginx: each request wakes the server and each response wakes
@@ -214,6 +232,7 @@ def build():
     for scratch in scratches:
         mark_built(scratch, fingerprint)
     subprocess.run(["gcc", "-O2", "-Wall", "-o", os.path.join(c_dir, "curl_bench"), os.path.join(BENCH, "C", "curl_bench.c"), "-lcurl"], check=True)
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", os.path.join(c_dir, "sqlite_commit"), os.path.join(BENCH, "C", "sqlite_commit.c"), "-lsqlite3"], check=True)
     subprocess.run(["gcc", "-O2", "-Wall", "-o", RSS_EXEC, os.path.join(BENCH, "C", "rss_exec.c")], check=True)
     with open(os.path.join(c_dir, "c_floor.c"), "w") as source:
         source.write('#include <stdio.h>\nint main(void) { puts("{}"); return 0; }\n')
@@ -270,6 +289,57 @@ def openssl_speed():
     return 1e6 / float(rsa.group(4)), 1e6 / float(ec.group(4))
 
 
+def fleet_results(bench, dev_server, work_dir):
+    """The fleet store's figures from fleet.py's `fleet_rows` (one run, not one per round), or
+    `{"not_run": reason}` when it could not run (no PostgreSQL, fleet.py missing, a failure)."""
+    try:
+        os.makedirs(work_dir, mode=0o700, exist_ok=True)
+        sys.dont_write_bytecode = True  # no __pycache__ left in Benchmarks/
+        if BENCH not in sys.path:
+            sys.path.insert(0, BENCH)
+        from fleet import fleet_rows
+        values = fleet_rows(bench, dev_server, work_dir, SCALE)
+        if not isinstance(values, dict):
+            raise TypeError(f"fleet_rows returned {type(values).__name__}, not a dict")
+        return values
+    except (Exception, SystemExit) as error:
+        reason = " ".join(f"{type(error).__name__}: {error}".split())
+        log(f"bench: the fleet rows did not run: {reason}")
+        return {"not_run": reason}
+
+
+# The storage layout's floors (docs/storage.md): a durable commit of one ~1.5 KB profile in SQLite
+# (WAL, synchronous=FULL) and as a file of its own (write, fsync, rename, fsync of the directory: the
+# floor of the file store's save), at these many profiles, by these many processes each committing
+# a profile of its own.
+LAYOUT_MODES = ("sqlite", "files")
+LAYOUT_SIZES = (1, 10000)
+LAYOUT_PROCESSES = (1, 16)
+
+
+def storage_layout_rows(c_dir, work_dir):
+    """sqlite_commit's JSON objects (plus `profiles`, the size asked for), each run in a directory
+    of its own; `[{"not_run": reason}]` when one failed."""
+    commits = scaled(200)
+    runs = []
+    try:
+        os.makedirs(work_dir, mode=0o700, exist_ok=True)
+        for size in LAYOUT_SIZES:
+            for processes in LAYOUT_PROCESSES:
+                for mode in LAYOUT_MODES:
+                    directory = tempfile.mkdtemp(dir=work_dir)
+                    try:
+                        result = measure([os.path.join(c_dir, "sqlite_commit"), mode, directory, str(size), str(commits), str(processes)])
+                    finally:
+                        shutil.rmtree(directory, ignore_errors=True)
+                    runs.append(dict(result, profiles=size))
+        return runs
+    except (Exception, SystemExit) as error:
+        reason = " ".join(f"{type(error).__name__}: {error}".split())
+        log(f"bench: the storage layout rows did not run: {reason}")
+        return [{"not_run": reason}]
+
+
 def main():
     bench, alone, loginkit, c_dir, alone_static, swift_floor, dev_server, swift_floor_shared = build()
     log("bench: built")
@@ -286,10 +356,15 @@ def main():
         rows = {key: [] for key in [
             "c_seq", "lk_seq", "lkg_seq", "ahc_seq", "us_seq", "c_seq_same", "lk_seq_same", "c_conc", "lk_conc", "lk_conc_static", "ahc_conc", "us_conc", "floor",
             "save", "cached", "lk_rs", "jk_rs", "lk_es", "jk_es", "bs_es", "os_es", "openssl", "dpop_proof", "authorized", "authorized_dpop", "storm", "storm_same", "cli",
-            "curl_file"]}
+            "curl_file", "store_scale", "store_cli", "store_procs", "fleet"]}
         cli_store = os.path.join(work, "cli", "tokens.json")
         os.makedirs(os.path.dirname(cli_store), mode=0o700)
         run([bench, "prepare-cli", cli_store])
+        # The scaling stores: made by the first round's `store-scale` / `store-procs` (a 10,000-profile
+        # single file written and migrated once), reused by the later rounds.
+        store_dirs = {size: os.path.join(work, f"store-{size}") for size in STORE_SIZES}
+        procs_dir = os.path.join(work, "store-procs")
+        store_ops = scaled(200)
         for round_number in range(1, ROUNDS + 1):
             log(f"bench: round {round_number}/{ROUNDS}: HTTP sequential")
             c_out, _, c_rss = run(on_cpu(CLIENT_CPU, [curl_bench, "easy", nginx.url, str(seq_n)]))
@@ -349,6 +424,25 @@ def main():
                 rows["cli"].append((wall, rss))
                 _, wall, rss = run(["curl", "-s", "-o", "/dev/null", "file://" + cli_store])
                 rows["curl_file"].append((wall, rss))
+            log(f"bench: round {round_number}/{ROUNDS}: file store at {' / '.join(f'{size:,}' for size in STORE_SIZES)} profiles"
+                + (" (writing and migrating the stores)" if round_number == 1 else ""))
+            for size in STORE_SIZES:
+                rows["store_scale"].append(measure([bench, "store-scale", store_dirs[size], str(size), str(store_ops)]))
+            # `loginkit token --access` on one profile of the 1- and the 10,000-profile store, interleaved.
+            for _ in range(10):
+                for size in STORE_CLI_SIZES:
+                    out, wall, rss = run([loginkit, "token", "--store", os.path.join(store_dirs[size], "tokens.json"), "--profile", "p-00000", "--access"])
+                    if not out.strip():
+                        raise SystemExit(f"bench: `loginkit token` printed no token at {size} profiles")
+                    rows["store_cli"].append({"profiles": size, "wall": wall, "rss_mb": rss})
+            log(f"bench: round {round_number}/{ROUNDS}: {' and '.join(map(str, STORE_PROCESSES))} processes refreshing a profile each")
+            for network_ms in STORE_NETWORK_MS:
+                for processes in STORE_PROCESSES:
+                    rows["store_procs"].append(measure([bench, "store-procs", procs_dir, str(processes), str(STORE_REFRESHES), str(network_ms)]))
+        log("bench: the fleet store under load (fleet.py)")
+        rows["fleet"].append(fleet_results(bench, dev_server, os.path.join(work, "fleet")))
+        log("bench: the storage layout's floors, SQLite vs a file per profile (sqlite_commit)")
+        rows["storage_layout"] = storage_layout_rows(c_dir, os.path.join(work, "layout"))
     finally:
         nginx.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -356,6 +450,79 @@ def main():
     with open(os.path.join(c_dir, "raw.json"), "w") as out:
         json.dump({"rows": rows, "counts": [seq_n, conc_n, urlsession_conc_n]}, out)
     report(rows, seq_n, conc_n, urlsession_conc_n)
+
+
+def ratio(numerator, denominator):
+    """numerator / denominator; NaN when either is missing or NaN, or the denominator is 0."""
+    if numerator is None or denominator is None or numerator != numerator or denominator != denominator or denominator == 0:
+        return float("nan")
+    return numerator / denominator
+
+
+def layout_figure(rows, mode, size, processes, field):
+    """`field` of the sqlite_commit run of `mode` at `size` profiles and `processes` processes; NaN
+    when there is no such run (raw results from before it was measured, or it did not run)."""
+    for run in rows.get("storage_layout") or []:
+        if run.get("mode") == mode and run.get("profiles") == size and run.get("procs") == processes:
+            return run.get(field, float("nan"))
+    return float("nan")
+
+
+def store_curve(rows):
+    """{profiles: {figure: median over the rounds}} of the `store-scale` runs; {} without them."""
+    collected = {}
+    for row in rows.get("store_scale") or []:
+        point = collected.setdefault(str(int(row["profiles"])), {})
+        for field, value in row.items():
+            if field not in ("profiles", "operations", "rss_mb") and value is not None:
+                point.setdefault(field, []).append(value)
+    return {size: {field: median(values) for field, values in point.items()}
+            for size, point in sorted(collected.items(), key=lambda item: int(item[0]))}
+
+
+def store_procs_wall(rows):
+    """{round trip ms: {processes: median wall ms}} of the `store-procs` runs; {} without them."""
+    collected = {}
+    for row in rows.get("store_procs") or []:
+        collected.setdefault(str(int(row["network_ms"])), {}).setdefault(str(int(row["processes"])), []).append(row["wall_ms"])
+    return {network: {processes: median(walls) for processes, walls in by_processes.items()} for network, by_processes in collected.items()}
+
+
+def store_cli_wall(rows):
+    """{profiles: median wall ms of `loginkit token --access`}; {} without those runs."""
+    collected = {}
+    for row in rows.get("store_cli") or []:
+        collected.setdefault(str(int(row["profiles"])), []).append(row["wall"])
+    return {size: median(walls) * 1e3 for size, walls in collected.items()}
+
+
+def storm_curve(rows, storm_single):
+    """{callers: {p99_ms, p99_vs_single, memory_bytes_per_caller}} at 1,000 to 100,000 callers, for
+    the sizes the storm rows have."""
+    curve = {}
+    for callers in (1000, 10000, 100000):
+        if f"p99_ms_{callers}" not in rows["storm"][0]:
+            continue
+        p99 = median([row.get(f"p99_ms_{callers}") for row in rows["storm"]])
+        curve[str(callers)] = {"p99_ms": p99, "p99_vs_single": ratio(p99, storm_single),
+                               "memory_bytes_per_caller": median([row.get(f"memory_bytes_per_caller_{callers}") for row in rows["storm"]])}
+    return curve
+
+
+def number(value):
+    """A figure for the table: thousands separated, fewer decimals the larger it is; — when missing."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value or abs(value) == float("inf"):
+        return "—"
+    if abs(value) >= 100 or value == int(value):
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if abs(value) >= 1 else f"{value:.3g}"
+
+
+def cell(text):
+    """`text` fit for one cell of a Markdown table."""
+    return " ".join(str(text).replace("|", "/").split())[:300]
 
 
 def report(rows, seq_n, conc_n, urlsession_conc_n):
@@ -423,6 +590,46 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         "authorized_request_conc_vs_plain": m("authorized", "authorized_per_s") / m("authorized", "plain_per_s") if rows.get("authorized") else float("nan"),
         "authorized_dpop_request_conc_vs_plain": m("authorized_dpop", "authorized_per_s") / m("authorized_dpop", "plain_per_s") if rows.get("authorized_dpop") else float("nan"),
     }
+    # The scaling rows; NaN (and no curve) for raw results from before they were measured.
+    curve = store_curve(rows)
+
+    def at(size, field):
+        return curve.get(str(size), {}).get(field, float("nan"))
+
+    procs = store_procs_wall(rows)
+    cli_store = store_cli_wall(rows)
+    results.update({
+        "store_token_10000_vs_1": ratio(at(10000, "token_cold_us"), at(1, "token_cold_us")),
+        "store_save_10000_vs_1": ratio(at(10000, "save_us"), at(1, "save_us")),
+        "store_login_10000_vs_1": ratio(at(10000, "login_us"), at(1, "login_us")),
+        "store_cached_10000_vs_1": ratio(at(10000, "cached_ns"), at(1, "cached_ns")),
+        "store_migration_10000_ms": at(10000, "migration_ms"),
+        "store_cli_token_10000_vs_1": ratio(cli_store.get("10000"), cli_store.get("1")),
+        "store_16_profiles_16_procs_vs_1": ratio(procs.get("20", {}).get("16"), procs.get("20", {}).get("1")),
+        "store_16_profiles_16_procs_vs_1_0ms": ratio(procs.get("0", {}).get("16"), procs.get("0", {}).get("1")),
+    })
+    results.update({
+        "sqlite_commit_us_1": layout_figure(rows, "sqlite", 1, 1, "commit_us_p50"),
+        "sqlite_commit_us_10000": layout_figure(rows, "sqlite", 10000, 1, "commit_us_p50"),
+        "sqlite_16_procs_vs_1": ratio(layout_figure(rows, "sqlite", 10000, 16, "wall_ms"), layout_figure(rows, "sqlite", 10000, 1, "wall_ms")),
+        "files_commit_us_1": layout_figure(rows, "files", 1, 1, "commit_us_p50"),
+        "files_commit_us_10000": layout_figure(rows, "files", 10000, 1, "commit_us_p50"),
+        "files_16_procs_vs_1": ratio(layout_figure(rows, "files", 10000, 16, "wall_ms"), layout_figure(rows, "files", 10000, 1, "wall_ms")),
+    })
+    if curve:
+        results["store_curve"] = curve
+    if procs:
+        results["store_procs_wall_ms"] = procs
+    if cli_store:
+        results["store_cli_token_ms"] = cli_store
+    storm = storm_curve(rows, storm_single)
+    if storm:
+        results["storm_curve"] = storm
+    # fleet.py's figures as it named them; the key the issue asks for is NaN when they did not run.
+    fleet = (rows.get("fleet") or [None])[0]
+    if fleet is not None:
+        results.update({key: value for key, value in fleet.items() if key != "not_run"})
+        results.setdefault("fleet_queries_per_cached_token", float("nan"))
     os.makedirs(OUTPUT, exist_ok=True)
     with open(os.path.join(OUTPUT, "results.json"), "w") as out:
         json.dump(results, out, indent=2, sort_keys=True)
@@ -543,14 +750,111 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     cli_rss = median([rss for _, rss in rows["cli"]])
     curl_rss = median([rss for _, rss in rows["curl_file"]])
     lines.append(f"| `loginkit token` (cached) vs `curl -s file://…` (ms wall; RSS {cli_rss:.1f} vs {curl_rss:.1f} MB) | {cli_wall * 1e3:.1f} | {curl_wall * 1e3:.1f} | {r['cli_vs_curl']:.2f}× | ≤ 2× | {verdict(r['cli_vs_curl'] <= 2)} |")
+    lines.extend(store_lines(r, curve, at, procs, cli_store, verdict))
+    lines.extend(layout_lines(rows, r))
+    lines.extend(fleet_lines(fleet, verdict))
     table = "\n".join(lines)
     print(table)
+    svg = scaling_plot(results)
     with open(os.path.join(OUTPUT, "benchmarks.md"), "w") as out:
-        out.write(table + "\n")
+        out.write(table + "\n" + ("\n![scaling](scaling.svg)\n" if svg else ""))
     if os.environ.get("LOGINKIT_BENCH_UPDATE_DOCS") == "1":
-        write_docs(table)
-        log("bench: wrote docs/benchmarks.md")
-    log(f"bench: wrote {os.path.relpath(OUTPUT, ROOT)}/benchmarks.md and results.json")
+        if svg:
+            shutil.copyfile(svg, os.path.join(ROOT, "docs", "benchmarks-scaling.svg"))
+        write_docs(table + ("\n\n![scaling](benchmarks-scaling.svg)" if svg else ""))
+        log("bench: wrote docs/benchmarks.md" + (" and docs/benchmarks-scaling.svg" if svg else ""))
+    log(f"bench: wrote {os.path.relpath(OUTPUT, ROOT)}/benchmarks.md, results.json" + (" and scaling.svg" if svg else ""))
+
+
+def store_lines(r, curve, at, procs, cli_store, verdict):
+    """The table's rows for the file store at 1 to 10,000 profiles and for processes on different
+    profiles; none for raw results without those runs."""
+    lines = []
+    if curve:
+        lines.append(f"| file store: a token call on one profile as a process start makes it (a new store, one profile read) at 10,000 profiles vs 1 (µs) | {number(at(10000, 'token_cold_us'))} | {number(at(1, 'token_cold_us'))} | {r['store_token_10000_vs_1']:.2f}× | ≤ 1.25× | {verdict(r['store_token_10000_vs_1'] <= 1.25)} |")
+        lines.append(f"| file store: a durable save of one profile (a warm store) at 10,000 profiles vs 1 (µs) | {number(at(10000, 'save_us'))} | {number(at(1, 'save_us'))} | {r['store_save_10000_vs_1']:.2f}× | ≤ 1.25× | {verdict(r['store_save_10000_vs_1'] <= 1.25)} |")
+        lines.append(f"| file store: a login on one profile (a new `AuthService`, a provider that answers at once) at 10,000 profiles vs 1 (µs) | {number(at(10000, 'login_us'))} | {number(at(1, 'login_us'))} | {r['store_login_10000_vs_1']:.2f}× | ≤ 1.25× | {verdict(r['store_login_10000_vs_1'] <= 1.25)} |")
+        lines.append(f"| … cached `validIDToken()` on one profile at 10,000 profiles vs 1 (ns) | {number(at(10000, 'cached_ns'))} | {number(at(1, 'cached_ns'))} | {r['store_cached_10000_vs_1']:.2f}× | | |")
+        sizes = [size for size in curve]
+        def series(field):
+            return " / ".join(number(curve[size].get(field)) for size in sizes)
+        lines.append(f"| … at {' / '.join(f'{int(size):,}' for size in sizes)} profiles: token call; save; login (µs); cached token (ns) | {series('token_cold_us')}; {series('save_us')}; {series('login_us')}; {series('cached_ns')} | | | | |")
+        if r["store_migration_10000_ms"] == r["store_migration_10000_ms"]:
+            lines.append(f"| file store: migrating a 10,000-profile single-file store (format 1) to one file per profile, at its first save (ms) | {number(r['store_migration_10000_ms'])} | | | | |")
+    if cli_store:
+        lines.append(f"| `loginkit token --access` on one profile at 10,000 profiles vs 1 (ms wall) | {cli_store.get('10000', float('nan')):.1f} | {cli_store.get('1', float('nan')):.1f} | {r['store_cli_token_10000_vs_1']:.2f}× | | |")
+    if procs:
+        at_20, at_0 = procs.get("20", {}), procs.get("0", {})
+        lines.append(f"| 16 processes each refreshing its own profile of one file store vs 1 process ({STORE_REFRESHES} refreshes each, a 20 ms round trip to the provider under the profile's lock; ms wall) | {number(at_20.get('16'))} | {number(at_20.get('1'))} | {r['store_16_profiles_16_procs_vs_1']:.2f}× | ≤ 2× | {verdict(r['store_16_profiles_16_procs_vs_1'] <= 2)} |")
+        lines.append(f"| … the same without the round trip (the store's own work alone: read, durable write; ms wall) | {number(at_0.get('16'))} | {number(at_0.get('1'))} | {r['store_16_profiles_16_procs_vs_1_0ms']:.2f}× | | |")
+    return lines
+
+
+def layout_lines(rows, r):
+    """The table's rows for the storage layout's floors (information, no target); one "not run" row
+    when sqlite_commit failed; none for raw results from before it was measured."""
+    runs = rows.get("storage_layout")
+    if not runs:
+        return []
+    if "not_run" in runs[0]:
+        return [f"| storage layout floor (C): SQLite vs a file per profile | | | | | not run: {cell(runs[0]['not_run'])} |"]
+    return [
+        f"| storage layout floor (C): a profile's durable commit, p50 at 1 / 10,000 profiles (µs): a file per profile vs SQLite (WAL, synchronous=FULL) | {number(r['files_commit_us_1'])} / {number(r['files_commit_us_10000'])} | {number(r['sqlite_commit_us_1'])} / {number(r['sqlite_commit_us_10000'])} | | | |",
+        f"| … 16 processes on 16 profiles vs 1 process at 10,000 profiles (wall): a file per profile vs SQLite | {number(r['files_16_procs_vs_1'])}× | {number(r['sqlite_16_procs_vs_1'])}× | | | |",
+        f"| … there, the longest single commit (ms; SQLite's waiters sleep in its busy handler): a file per profile vs SQLite | {number(layout_figure(rows, 'files', 10000, 16, 'commit_us_max') / 1e3)} | {number(layout_figure(rows, 'sqlite', 10000, 16, 'commit_us_max') / 1e3)} | | | |",
+    ]
+
+
+# fleet.py's keys that fleet_lines() shows in rows of their own; every other number it returns gets
+# a row named after its key.
+FLEET_NAMED = ("fleet_queries_per_cached_token", "fleet_queries_per_refresh", "fleet_propagation_p50_ms_100", "fleet_propagation_p99_ms_100",
+               "fleet_propagation_curve")
+
+
+def fleet_lines(fleet, verdict):
+    """The table's rows for the fleet store under load (fleet.py); one "not run" row when it could
+    not run; none for raw results from before it was measured."""
+    if fleet is None:
+        return []
+    if "not_run" in fleet:
+        return [f"| fleet store (PostgreSQL): queries per cached token call while listening | | | | 0 | not run: {cell(fleet['not_run'])} |"]
+    lines = []
+    cached = fleet.get("fleet_queries_per_cached_token")
+    lines.append(f"| fleet store (PostgreSQL): queries per cached token call while listening | {number(cached)} | | | 0 | {verdict(cached == 0)} |")
+    if "fleet_queries_per_refresh" in fleet:
+        lines.append(f"| … queries per refresh | {number(fleet['fleet_queries_per_refresh'])} | | | | |")
+    if "fleet_propagation_p50_ms_100" in fleet or "fleet_propagation_p99_ms_100" in fleet:
+        lines.append(f"| fleet store: a change's propagation to 100 stores, p50 / p99 (ms) | {number(fleet.get('fleet_propagation_p50_ms_100'))} / {number(fleet.get('fleet_propagation_p99_ms_100'))} | | | | |")
+    curve = fleet.get("fleet_propagation_curve")
+    if isinstance(curve, dict) and curve:
+        hosts = sorted(curve, key=lambda key: float(key))
+        def quantile(point, name):
+            return point.get(name, point.get(name + "_ms")) if isinstance(point, dict) else None
+        figures = "; ".join(f"{number(quantile(curve[host], 'p50'))} / {number(quantile(curve[host], 'p99'))}" for host in hosts)
+        lines.append(f"| … at {' / '.join(f'{float(host):,.0f}' for host in hosts)} stores, p50 / p99 (ms) | {figures} | | | | |")
+    for key in sorted(fleet):
+        value = fleet[key]
+        if key in FLEET_NAMED or not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        label = key[len("fleet_sim_"):] if key.startswith("fleet_sim_") else key[len("fleet_"):] if key.startswith("fleet_") else key
+        prefix = "fleet simulation (100 hosts × 1,000 profiles)" if key.startswith("fleet_sim_") else "fleet store"
+        lines.append(f"| {prefix}: {cell(label.replace('_', ' '))} | {number(value)} | | | | |")
+    return lines
+
+
+def scaling_plot(results):
+    """Draws the scaling curves (plot.py) into .build/bench/scaling.svg; its path, or None when
+    there is nothing to draw or drawing failed (the table is written either way)."""
+    try:
+        sys.dont_write_bytecode = True  # no __pycache__ left in Benchmarks/
+        if BENCH not in sys.path:
+            sys.path.insert(0, BENCH)
+        import plot
+        path = os.path.join(OUTPUT, "scaling.svg")
+        return path if plot.write_svg(results, path) else None
+    except Exception as error:
+        log(f"bench: the scaling plot failed: {type(error).__name__}: {error}")
+        return None
 
 
 def cpu_name():

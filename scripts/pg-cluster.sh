@@ -8,6 +8,8 @@
 #   pg-cluster.sh thaw DIR    lets them run again (SIGCONT)
 #   pg-cluster.sh destroy DIR stops it if running and removes DIR
 #
+# LOGINKIT_PG_EXTRA_CONF (create): lines appended to postgresql.conf after the defaults below.
+#
 # initdb refuses to run as root: as root, the cluster belongs to the `postgres` user.
 set -euo pipefail
 
@@ -67,6 +69,11 @@ ssl = on
 ssl_cert_file = '$dir/tls/server.pem'
 ssl_key_file = '$dir/tls/server.key'
 CONF
+    # LOGINKIT_PG_EXTRA_CONF: more postgresql.conf lines, after these (the last setting wins); the
+    # bench loads pg_stat_statements and allows more connections this way.
+    if [ -n "${LOGINKIT_PG_EXTRA_CONF:-}" ]; then
+        printf '%s\n' "$LOGINKIT_PG_EXTRA_CONF" >>"$dir/data/postgresql.conf"
+    fi
     start "$dir"
     echo "$dir $port"
     ;;

@@ -53,6 +53,15 @@ static inline int loginkit_pidfd_send_signal(int pidfd, int sig) {
     return -1;
 #endif
 }
+/// syncfs(2) (Linux 2.6.39), which glibc declares only under _GNU_SOURCE: flushes the file system
+/// holding `fd` in one call. 0 on success, -1 with errno otherwise.
+static inline int loginkit_syncfs(int fd) {
+#if defined(SYS_syncfs)
+    return (int)syscall(SYS_syncfs, fd);
+#else
+    return fsync(fd);
+#endif
+}
 #endif
 
 #endif

@@ -47,7 +47,7 @@ struct DockerCredentialCLITests {
             let offered = #"{"ServerURL":"https://registry.example","Username":"someone","Secret":"typed-at-docker-login"}"#
             let stored = try await docker("store", offered)
             #expect(stored.status == 0 && stored.stdout.isEmpty, "\(stored.stdout)")
-            #expect(!(try String(contentsOfFile: storePath, encoding: .utf8)).contains("typed-at-docker-login"))
+            #expect(!(try storeText(at: storePath)).contains("typed-at-docker-login"))
             #expect(try await docker("store", "not json").status == 1)
 
             // erase (`docker logout`): the next get serves a new token, after one refresh.

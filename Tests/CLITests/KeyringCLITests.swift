@@ -46,19 +46,19 @@ struct KeyringCLITests {
                     let token = try await loginkit(["token", "--access", "--store", store], environment: environment)
                     #expect(token.status == 0, "\(token.stderr)")
                     let accessToken = token.stdout.trimmingCharacters(in: .newlines)
-                    let file = try String(contentsOfFile: store, encoding: .utf8)
-                    #expect(!file.contains(accessToken) && file.contains("\"provider\" : \"secret-service\""))
+                    #expect(!(try storeText(at: store)).contains(accessToken))
+                    #expect(try storeKeyReference(at: store)?["provider"] == "secret-service")
                     // Nothing secret in what the commands printed, even with every log line on.
                     for run in [loggedIn, token, status] { #expect(!run.stderr.contains(accessToken)) }
 
                     // Migration both ways, on demand.
                     let toPlain = try await loginkit(["store", "migrate", "--to", "plaintext", "--store", store], environment: environment)
                     #expect(toPlain.status == 0 && toPlain.stderr.contains("is now plaintext (by choice)"), "\(toPlain.stderr)")
-                    #expect(try String(contentsOfFile: store, encoding: .utf8).contains(accessToken))
+                    #expect(try storeText(at: store).contains(accessToken))
                     #expect(try await statusJSON(store: store, environment: environment)["storage"] as? String == "plaintext")
                     let toKeyring = try await loginkit(["store", "migrate", "--to", "keyring", "--store", store], environment: environment)
                     #expect(toKeyring.status == 0 && toKeyring.stderr.contains("is now secret-service (GNOME Keyring)"), "\(toKeyring.stderr)")
-                    #expect(!(try String(contentsOfFile: store, encoding: .utf8)).contains(accessToken))
+                    #expect(!(try storeText(at: store)).contains(accessToken))
                     #expect(try await loginkit(["token", "--access", "--store", store], environment: environment).stdout == token.stdout)
 
                     // A locked collection: a typed failure at once, never a prompt or a hang.
@@ -72,7 +72,7 @@ struct KeyringCLITests {
                     await service.killKeyringDaemon()
                     let gone = try await loginkit(["status", "--store", store], environment: environment)
                     #expect(gone.status == 1 && gone.stderr.contains("cannot be read now"), "\(gone.stderr)")
-                    #expect(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains("corrupt") }.isEmpty)
+                    #expect(try entriesBelow(directory, containing: "corrupt").isEmpty)
                     let other = directory + "/other.json"
                     let fallback = try await login(server, store: other, environment: environment)
                     #expect(fallback.status == 0, "\(fallback.stderr)")
@@ -122,7 +122,7 @@ struct KeyringCLITests {
                 #expect(runs.allSatisfy { $0.status == 0 }, "\(runs.map(\.stderr))")
                 #expect(Set(runs.map(\.stdout)).count == 1 && runs[0].stdout != before, "both print the one refreshed token")
                 #expect(server.monitor.requestCount(path: "/oauth/token") == 1)
-                #expect(try String(contentsOfFile: store, encoding: .utf8).contains("\"provider\" : \"\(level)\""))
+                #expect(try storeKeyReference(at: store)?["provider"] == level)
             }
         }
     }
@@ -134,8 +134,7 @@ struct KeyringCLITests {
                 let store = directory + "/tokens.json"
                 let environment = ["LOGINKIT_STORAGE": "kernel-keyring"]
                 #expect(try await login(server, store: store, environment: environment).status == 0)
-                let header = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: store))) as? [String: Any])
-                let id = try #require(((header["sealed"] as? [String: Any])?["key"] as? [String: String])?["id"])
+                let id = try #require(try storeKeyReference(at: store)?["id"])
                 let key = try #require(try await KernelKeyringKeyProvider().key(id: id))
                 var logged = environment
                 logged["LOGINKIT_LOG_LEVEL"] = "trace"
@@ -144,6 +143,7 @@ struct KeyringCLITests {
                 ]
                 let forms = [Data(key.bytes).base64EncodedString(), key.bytes.map { String(format: "%02x", $0) }.joined()]
                 for run in outputs { for form in forms { #expect(!run.all.contains(form), "the key never reaches output or logs") } }
+                let sealedFiles = try storeFiles(at: store)
                 try await KernelKeyringKeyProvider().removeKey(id: id)  // what a reboot does
 
                 let token = try await loginkit(["token", "--store", store], environment: environment)
@@ -152,8 +152,8 @@ struct KeyringCLITests {
                 #expect(token.stderr.contains("log in again"))
                 let again = try await login(server, store: store, environment: environment)
                 #expect(again.status == 0, "\(again.stderr)")
-                let aside = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tokens.json.corrupt-") }
-                #expect(aside.count == 1, "the unreadable file is kept")
+                let aside = Array(try filesSetAside(in: directory).values)
+                for (file, bytes) in sealedFiles { #expect(aside.filter { $0 == bytes }.count == 1, "the unreadable \(file) is kept") }
                 #expect(try await loginkit(["token", "--store", store], environment: environment).status == 0)
             }
         }

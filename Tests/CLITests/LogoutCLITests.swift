@@ -95,11 +95,12 @@ struct LogoutCLITests {
         }
     }
 
-    /// A store whose file cannot be replaced: logout exits 1 naming the store, never "Logged out",
-    /// and the profile is still there. The failure is real for every user, root included: the
-    /// store's name is so long (248 bytes) that the file and its `.lock` fit the file system's
-    /// 255-byte name limit while the temporary file every save writes first does not
-    /// (ENAMETOOLONG), so the store reads but cannot be written.
+    /// A store that cannot be changed: logout exits 1 naming the store, never "Logged out", and the
+    /// profile is still there. The failure is real for every user, root included: the store's name
+    /// is so long (248 bytes) that its path, its directory (`.d`) and its `.lock` fit the file
+    /// system's 255-byte name limit while the other files a change needs beside it (its
+    /// `.shared.lock`, its temporary files) do not (ENAMETOOLONG), so the store reads but cannot be
+    /// written.
     @Test func aStoreThatCannotBeChangedKeepsTheProfileAndExits1() async throws {
         try await withTemporaryDirectory { directory in
             try await DevServer.withServer { server in
@@ -107,6 +108,7 @@ struct LogoutCLITests {
                 try await logIn(server, store: written)
                 let store = directory + "/" + String(repeating: "t", count: 248)
                 try FileManager.default.moveItem(atPath: written, toPath: store)
+                try FileManager.default.moveItem(atPath: written + ".d", toPath: store + ".d")
                 #expect(try await loginkit(["status", "--store", store]).status == 0, "the store reads")
 
                 for extra in [[], ["--no-revoke"]] {

@@ -376,7 +376,7 @@ struct AuthServiceStoreFailureTests {
                 #expect(storeError.message.contains("no refresh was sent"))
                 #expect(fixture.tokenRequests == 0)
                 #expect(try await store.profile(named: "default") == before)
-                let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".tmp-") }
+                let leftovers = try entriesBelow(directory, containing: ".tmp")
                 #expect(leftovers.isEmpty)
             }
         }

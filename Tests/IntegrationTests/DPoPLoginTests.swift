@@ -179,7 +179,7 @@ struct DPoPLoginTests {
                 let sealingKey = try SymmetricKey.random()
                 let service = dpopService(fixture, api: dpopAPI(fixture), store: try IDTokenStore(path: path, sealing: .key(sealingKey)))
                 _ = try await service.logIn(for: demo, with: "demo")
-                let file = try String(contentsOfFile: path, encoding: .utf8)
+                let file = try storeText(at: path)
                 let other = try IDTokenStore(path: path, sealing: .key(sealingKey))
                 let stored = try #require(try await other.profile(named: "default")).credentials
                 try expectDPoPBound(stored)
@@ -196,7 +196,7 @@ struct DPoPLoginTests {
                 // Unsealed (the user's choice), the key is there beside the tokens.
                 let plainPath = directory + "/plain.json"
                 _ = try await dpopService(fixture, api: dpopAPI(fixture), store: try IDTokenStore(path: plainPath)).logIn(for: demo, with: "demo")
-                #expect(try String(contentsOfFile: plainPath, encoding: .utf8).contains("\"dpop_key\""))
+                #expect(try storeText(at: plainPath).contains("\"dpop_key\""))
             }
         }
     }

@@ -71,7 +71,7 @@ struct FaultMatrixTests {
                     let service = AuthService(api: api, store: store, configuration: configuration)
                     _ = try await service.logIn(for: User.ID(rawValue: "demo"), with: "demo")
                     if operation == .refresh { try await expireStoredCredentials(in: store) }
-                    let before = try Data(contentsOf: URL(fileURLWithPath: path))
+                    let before = try storeFiles(at: path)
                     // Decoded from the file, as `after` below is (a date read back from the file may differ from
                     // the one in memory in its last bit).
                     let profileBefore = try await IDTokenStore(path: path, sealing: .none).profile(named: "default")
@@ -85,7 +85,7 @@ struct FaultMatrixTests {
                         }
                     }
                     let elapsed = ContinuousClock.now - started
-                    var unchanged = try Data(contentsOf: URL(fileURLWithPath: path)) == before
+                    var unchanged = try storeFiles(at: path) == before
                     var marked = false
                     if !unchanged, operation == .refresh, let after = try await IDTokenStore(path: path, sealing: .none).profile(named: "default") {
                         var unmarked = after

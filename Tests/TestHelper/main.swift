@@ -3,6 +3,17 @@
 // loginkit-test-helper: the child process the multi-process tests start.
 //
 //   increment <store> <profile> <count>   <count> locked read-modify-write increments of attributes["counter"]
+//                                         (whole-store transactions)
+//   increment-profile <store> <profile> <count>
+//                                         the same, each a transaction on that profile only
+//   hold-profile <store> <profile>        takes a transaction on <profile>, prints "held", waits for a line on
+//                                         stdin, then increments the profile's counter and exits
+//   hold-store <store>                    prints "waiting", takes a whole-store transaction and prints, inside it,
+//                                         "held <name>=<counter>,…" (every profile, sorted)
+//   migrate <store> <step>                saves profile "migrated" (which migrates a format 1 store); at the
+//                                         migration step whose description is <step> prints "at <step>" and
+//                                         blocks reading a line from stdin
+//   migrate-loop <store>                  the same save, printing every migration step's description, one a line
 //   save-loop <store> <profile> <progress> saves counter 1, 2, 3, …, recording each value once its save returned
 //   token <store> <issuer> <client-id>    prints a valid ID token for profile "default", refreshing as needed
 //   expire <store>                        makes profile "default" expired (its sealing kept: a keyring's key
@@ -43,6 +54,17 @@ struct TestHelper {
             case "increment" where arguments.count == 5:
                 guard let count = Int(arguments[4]) else { throw Usage() }
                 try await increment(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], count: count)
+            case "increment-profile" where arguments.count == 5:
+                guard let count = Int(arguments[4]) else { throw Usage() }
+                try await incrementProfile(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3], count: count)
+            case "hold-profile" where arguments.count == 4:
+                try await holdProfile(store: try IDTokenStore(path: arguments[2], sealing: .environment), profile: arguments[3])
+            case "hold-store" where arguments.count == 3:
+                try await holdStore(try IDTokenStore(path: arguments[2], sealing: .environment))
+            case "migrate" where arguments.count == 4:
+                try await migrate(store: arguments[2], stoppingAt: arguments[3])
+            case "migrate-loop" where arguments.count == 3:
+                try await migrate(store: arguments[2], stoppingAt: nil)
             case "expire" where arguments.count == 3:
                 try await IDTokenStore(path: arguments[2], sealing: .none).withExclusiveAccess(to: "default") { transaction in
                     guard var profile = transaction["default"] else { return }
@@ -98,7 +120,7 @@ struct TestHelper {
 
     struct Usage: Error, CustomStringConvertible {
         var description: String {
-            "usage: increment <store> <profile> <count> | save-loop <store> <profile> | browse [--deny] [--forge-state] [--record FILE] [--print-redirect] URL"
+            "usage: increment <store> <profile> <count> | increment-profile <store> <profile> <count> | hold-profile <store> <profile> | hold-store <store> | migrate <store> <step> | migrate-loop <store> | save-loop <store> <profile> | browse [--deny] [--forge-state] [--record FILE] [--print-redirect] URL"
         }
     }
 
@@ -208,6 +230,64 @@ struct TestHelper {
                 let current = transaction[name].flatMap { Int($0.attributes["counter"] ?? "") } ?? 0
                 transaction[name] = profile(counter: current + 1)
             }
+        }
+    }
+
+    static func incrementProfile(store: IDTokenStore, profile name: String, count: Int) async throws {
+        for _ in 0..<count {
+            try await store.withExclusiveAccess(to: name) { transaction in
+                let current = transaction[name].flatMap { Int($0.attributes["counter"] ?? "") } ?? 0
+                transaction[name] = profile(counter: current + 1)
+            }
+        }
+    }
+
+    /// `hold-profile`: a transaction on one profile that lasts until the test sends a line.
+    static func holdProfile(store: IDTokenStore, profile name: String) async throws {
+        try await store.withExclusiveAccess(to: name) { transaction in
+            writeLine("held")
+            _ = await readLineOffThePool()
+            let current = transaction[name].flatMap { Int($0.attributes["counter"] ?? "") } ?? 0
+            transaction[name] = profile(counter: current + 1)
+        }
+    }
+
+    /// `hold-store`: a whole-store transaction that reports what it holds once inside.
+    static func holdStore(_ store: IDTokenStore) async throws {
+        writeLine("waiting")
+        try await store.withExclusiveAccess { transaction in
+            let counters = transaction.profiles.keys.sorted().map { name in
+                "\(name)=\(transaction[name]?.attributes["counter"] ?? "")"
+            }
+            writeLine("held " + counters.joined(separator: ","))
+        }
+    }
+
+    /// `migrate` / `migrate-loop`: saves profile "migrated", which migrates a format 1 store. With a
+    /// step, stops there (prints "at <step>", then blocks on stdin: the test kills the process);
+    /// without, prints every step as it passes.
+    static func migrate(store path: String, stoppingAt step: String?) async throws {
+        let store = try IDTokenStore(path: path, sealing: .environment)
+        IDTokenStore.onMigrationStep(in: path) { passed in
+            let description = passed.description
+            guard let step else { return TestHelper.writeLine(description) }
+            guard description == step else { return }
+            TestHelper.writeLine("at " + step)
+            _ = readLine()  // blocks this step, as a slow disk would, until the test kills the process
+        }
+        try await store.save(profile(counter: 1), as: "migrated")
+        IDTokenStore.onMigrationStep(in: path, nil)
+    }
+
+    /// Writes `line` and a newline to stdout at once (unbuffered: the test waits for it).
+    static func writeLine(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// A line from stdin, read on a thread of its own (never blocking the cooperative pool); nil at EOF.
+    static func readLineOffThePool() async -> String? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: readLine()) }
         }
     }
 

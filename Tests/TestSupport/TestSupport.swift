@@ -22,16 +22,55 @@ public func testHelperPath() throws -> String {
 public final class ChildProcess: Sendable {
     public let process: SpawnedProcess
     public let lines: AsyncStream<String>
+    /// The test's end of the child's stdin (a socket) when started `withInput`; closed when this
+    /// object goes, so the child then reads EOF.
+    private let input: Int32?
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts `executable`; with `withInput` its stdin stays open for ``send(_:)`` (else it is `/dev/null`).
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], withInput: Bool = false) throws {
         let output = try TestPipe()
         defer { close(output.writeEnd) }
-        process = try SpawnedProcess(
-            executable, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
-            stdout: .descriptor(output.writeEnd))
+        // A socket, not a pipe: a write to a child that is gone fails with EPIPE (MSG_NOSIGNAL)
+        // instead of raising SIGPIPE in the test process.
+        var ends: [Int32] = [-1, -1]
+        if withInput {
+            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+                close(output.readEnd)
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            }
+        }
+        defer { if withInput { close(ends[1]) } }
+        do {
+            process = try SpawnedProcess(
+                executable, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                stdin: withInput ? .descriptor(ends[1]) : .null, stdout: .descriptor(output.writeEnd))
+        } catch {
+            if withInput { close(ends[0]) }
+            close(output.readEnd)
+            throw error
+        }
+        input = withInput ? ends[0] : nil
         let (lines, continuation) = AsyncStream<String>.makeStream()
         self.lines = lines
         readLines(from: output.readEnd) { continuation.yield($0) } atEnd: { continuation.finish() }
+    }
+
+    deinit {
+        if let input { close(input) }
+    }
+
+    /// Writes `line` and a newline to the child's stdin (started `withInput`; otherwise nothing
+    /// happens). A child that has gone is no error: the bytes are dropped.
+    public func send(_ line: String) {
+        guard let input else { return }
+        let bytes = Array((line + "\n").utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(input, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent < 0, errno == EINTR { continue }
+            guard sent > 0 else { return }
+            offset += sent
+        }
     }
 
     /// Waits for the process to end and returns its exit code (or 128 + the signal that ended it).

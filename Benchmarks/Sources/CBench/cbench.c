@@ -113,3 +113,9 @@ done:
     free(input);
     return result;
 }
+
+uint64_t cbench_monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}

@@ -4,6 +4,12 @@
 //   http <loginkit|loginkit-global|ahc|urlsession> <seq|conc> <url> <requests> [in-flight]
 //   save <directory> <operations>          IDTokenStore.save, the C floor, Data.write(.atomic), interleaved
 //   cached <directory> <calls>             cached validIDToken() (file store, memory store) vs a bare actor call
+//   store-scale <directory> <profiles> <operations>
+//                                          one profile's token call, save, login and cached token in a
+//                                          store of that many profiles (Store.swift)
+//   store-procs <directory> <processes> <refreshes> <network-ms>
+//                                          that many processes refreshing a profile each (Store.swift)
+//   fleet-…                                the fleet store under load (Fleet.swift)
 //   verify <loginkit|jwtkit|boringssl|openssl> <RS256|ES256> <count>
 //                                          boringssl, openssl: ES256 only, the P-256 verify alone
 //   storm <rounds> [dev-server executable] 10 to 100,000 concurrent validIDToken() on an expired token,
@@ -75,67 +81,6 @@ struct URLSessionPeer: Peer {
     }
 
     func shutdown() async throws { session.invalidateAndCancel() }
-}
-
-// MARK: Store
-
-func sampleProfile(_ counter: Int, validFor seconds: TimeInterval = 3600) -> StoredProfile {
-    StoredProfile(
-        credentials: Credentials(
-            idToken: IDToken(rawValue: "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln-\(counter)"), accessToken: "access-\(counter)",
-            refreshToken: "refresh-\(counter)", expiresAt: Date().addingTimeInterval(seconds), idTokenExpiresAt: Date().addingTimeInterval(seconds)),
-        source: CredentialSource(kind: .oauth2, endpoint: "https://issuer.bench", clientID: "loginkit-cli"),
-        userID: "248289761001", updatedAt: Date())
-}
-
-func benchSave(directory: String, operations: Int) async throws {
-    let store = try IDTokenStore(path: directory + "/tokens.json", sealing: .none)
-    try await store.save(sampleProfile(0), as: "default")
-    let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/tokens.json")))
-    let foundationURL = URL(fileURLWithPath: directory + "/foundation.json")
-    let clock = ContinuousClock()
-    var kit: [Double] = [], floor: [Double] = [], foundation: [Double] = []
-    for round in 1...operations {
-        kit.append(seconds(try await clock.measure { try await store.save(sampleProfile(round), as: "default") }))
-        floor.append(seconds(clock.measure { _ = cbench_durable_write(bytes, bytes.count, directory) }))
-        foundation.append(seconds(try clock.measure { try Data(bytes).write(to: foundationURL, options: .atomic) }))
-    }
-    emit(["loginkit_us": percentile(kit, 0.5) * 1e6, "c_us": percentile(floor, 0.5) * 1e6, "foundation_atomic_us": percentile(foundation, 0.5) * 1e6, "bytes": Double(bytes.count)])
-}
-
-actor Bare {
-    let value = "token"
-    func get() -> String { value }
-}
-
-/// An API that is never called: the cached path must not reach it.
-struct UnusedAPI: AuthAPI {
-    var source: CredentialSource { CredentialSource(kind: .oauth2, endpoint: "https://issuer.bench") }
-    func logIn(for id: User.ID, with password: String) async throws -> Credentials { throw BenchError("unexpected login") }
-    func refresh(_ credentials: Credentials) async throws -> Credentials { throw BenchError("unexpected refresh") }
-    func revoke(_ credentials: Credentials) async throws -> Bool { true }
-}
-
-func benchCached(directory: String, calls: Int) async throws {
-    let fileStore = try IDTokenStore(path: directory + "/cached.json", sealing: .none)
-    try await fileStore.save(sampleProfile(1, validFor: 86_400), as: "default")
-    let memoryStore = InMemoryTokenStore(profiles: ["default": sampleProfile(1, validFor: 86_400)])
-    let fileService = AuthService(api: UnusedAPI(), store: fileStore)
-    let memoryService = AuthService(api: UnusedAPI(), store: memoryStore)
-    let bare = Bare()
-    let clock = ContinuousClock()
-    func perCall(_ body: () async throws -> Void) async throws -> Double {
-        try await body()  // warm
-        let elapsed = try await clock.measure { for _ in 0..<calls { try await body() } }
-        return seconds(elapsed) / Double(calls) * 1e9
-    }
-    var file: [Double] = [], memory: [Double] = [], actor: [Double] = []
-    for _ in 0..<3 {
-        file.append(try await perCall { _ = try await fileService.validIDToken() })
-        memory.append(try await perCall { _ = try await memoryService.validIDToken() })
-        actor.append(try await perCall { _ = await bare.get() })
-    }
-    emit(["file_store_ns": percentile(file, 0.5), "memory_store_ns": percentile(memory, 0.5), "bare_actor_ns": percentile(actor, 0.5)])
 }
 
 // MARK: Verification
@@ -558,13 +503,6 @@ func floorLatencies(waiters: Int, gate: any StormGate, opener: @escaping @Sendab
     }
 }
 
-/// A store holding a profile valid for an hour, whose issuer is not running: `loginkit token`
-/// must answer from the store alone.
-func prepareCLI(path: String) async throws {
-    let store = try IDTokenStore(path: path, sealing: .none)
-    try await store.save(sampleProfile(1), as: "default")
-}
-
 // MARK: Main
 
 let arguments = CommandLine.arguments
@@ -600,8 +538,21 @@ do {
         let mode = arguments.count == 5 ? arguments[4] : "bearer"
         guard mode == "bearer" || mode == "dpop" else { throw BenchError("authorized: the mode is bearer or dpop") }
         try await benchAuthorizedRequests(requests: Int(arguments[2]) ?? 20000, inFlight: Int(arguments[3]) ?? 64, dpop: mode == "dpop")
+    case ("store-scale", 5):
+        guard let profiles = Int(arguments[3]), let operations = Int(arguments[4]) else { throw BenchError("store-scale: profiles and operations are numbers") }
+        try await benchStoreScale(directory: arguments[2], profiles: profiles, operations: operations)
+    case ("store-procs", 6):
+        guard let processes = Int(arguments[3]), let refreshes = Int(arguments[4]), let network = Int(arguments[5]) else {
+            throw BenchError("store-procs: processes, refreshes and network-ms are numbers")
+        }
+        try await benchStoreProcesses(executable: arguments[0], directory: arguments[2], processes: processes, refreshes: refreshes, networkMilliseconds: network)
+    case ("store-proc-child", 6):
+        guard let refreshes = Int(arguments[4]), let network = Int(arguments[5]) else { throw BenchError("store-proc-child: refreshes and network-ms are numbers") }
+        try await storeProcessChild(path: arguments[2], profile: arguments[3], refreshes: refreshes, networkMilliseconds: network)
     default:
-        throw BenchError("usage: see the comment at the top of Benchmarks/Sources/loginkit-bench/main.swift")
+        guard try await runFleetCommand(arguments) else {
+            throw BenchError("usage: see the comment at the top of Benchmarks/Sources/loginkit-bench/main.swift")
+        }
     }
 } catch {
     FileHandle.standardError.write(Data("loginkit-bench: \(error)\n".utf8))
@@ -625,18 +576,7 @@ enum PeakResidentMemory {
     static func peak() -> Int? { status("VmHWM:") }
 
     private static func status(_ field: String) -> Int? {
-        // read(2) itself: Foundation reads as many bytes as stat(2) reports, 0 for /proc's files.
-        let descriptor = open("/proc/self/status", O_RDONLY)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 1 << 20 {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            bytes += buffer[..<count]
-        }
-        let text = String(decoding: bytes, as: UTF8.self)
+        guard let text = FleetProc.contents(of: "/proc/self/status") else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix(field) {
             // `VmHWM:\t    7972 kB`: a tab, then spaces.
             let kilobytes = line.dropFirst(field.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) }

@@ -51,3 +51,28 @@ final class AsyncLock: Sendable {
         next?.resume()
     }
 }
+
+/// One ``AsyncLock`` per name, made at the first use and dropped once no task holds or waits for
+/// it: tasks working on one name take turns, tasks on different names never wait for each other.
+final class NamedAsyncLocks: Sendable {
+    private let locks = LockedState<[String: (lock: AsyncLock, users: Int)]>([:])
+
+    /// Runs `body` holding the lock of `name`.
+    ///
+    /// - Throws: what `body` throws; `CancellationError` when the task is cancelled while it waits.
+    nonisolated(nonsending) func withLock<T>(_ name: String, _ body: () async throws -> T) async throws -> T {
+        let lock = locks.withLock { locks in
+            var entry = locks[name] ?? (AsyncLock(), 0)
+            entry.users += 1
+            locks[name] = entry
+            return entry.lock
+        }
+        defer {
+            locks.withLock { locks in
+                guard let entry = locks[name] else { return }
+                locks[name] = entry.users <= 1 ? nil : (entry.lock, entry.users - 1)
+            }
+        }
+        return try await lock.withLock(body)
+    }
+}

@@ -101,7 +101,7 @@ extension AuthService {
             advisoryWindow: configuration.advisoryWindow, mandatoryWindow: configuration.mandatoryWindow,
             kind: kind, minimumValidity: minimumValidity, requestStart: clock.now, rejection: rejection
         )
-        var stamp = stamps?.changeStamp()
+        var stamp = stampSource?.stamp()
         var now = decision.requestStart
         // One acquisition of the machine's lock: the epoch this request began in (after waiting for
         // another call's read, nothing from a later epoch may be handed to it), the remembered
@@ -172,7 +172,7 @@ extension AuthService {
     /// The store's stamp, the time and the machine's look, taken again after a wait; a logout since
     /// the call began in `startEpoch` ends it.
     private nonisolated func lookAgain(startedIn startEpoch: UInt64) throws -> (UInt64?, Date, AuthStateMachine.CachedLook) {
-        let stamp = stamps?.changeStamp()
+        let stamp = stampSource?.stamp()
         let now = clock.now
         guard let look = machine.withLock({ $0.mayHandOut(startedIn: startEpoch) ? $0.cached(ifStamp: stamp) : nil }) else {
             throw loggedOut()

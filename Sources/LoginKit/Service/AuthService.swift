@@ -103,6 +103,9 @@ public actor AuthService: AuthServiceProtocol {
     /// The store's change stamps, which vouch for the profile the cached path serves (`nil`: the
     /// store has none, every call takes the actor's step).
     nonisolated let stamps: (any TokenStoreChangeStamp)?
+    /// The stamp of this service's profile (``TokenStoreChangeStamp/changeStampSource(for:)``),
+    /// asked for once: a save of another profile does not send the cached path to the actor.
+    nonisolated let stampSource: (any ChangeStampSource)?
 
     // Bookkeeping of the sessions and the diagnostics, isolated to the actor: not part of any
     // login, token or refresh decision (the machine makes those).
@@ -125,7 +128,9 @@ public actor AuthService: AuthServiceProtocol {
     ) {
         self.api = api
         self.store = store
-        self.stamps = store as? any TokenStoreChangeStamp
+        let stamps = store as? any TokenStoreChangeStamp
+        self.stamps = stamps
+        self.stampSource = stamps?.changeStampSource(for: profile)
         self.profileName = profile
         self.sharedRefreshWaits = Telemetry.SharedCounter("loginkit_shared_refresh_waits_total", [("profile", profile)])
         self.clock = clock

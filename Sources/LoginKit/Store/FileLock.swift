@@ -27,6 +27,16 @@ struct FileLock: ~Copyable {
         try await acquire(descriptor: try openLockFile(path), path: path, timeout: timeout, closesOnRelease: true)
     }
 
+    /// Opens (creating `0600`) and locks `path` shared (`LOCK_SH`) or exclusive, on a descriptor of
+    /// its own: two acquisitions in one process exclude each other as two processes' do (`flock`
+    /// belongs to the open file description), so the store's per-profile and whole-store
+    /// transactions need no in-process bookkeeping to exclude each other. A shared holder does not
+    /// record its process ID (there may be many).
+    /// `heldBy` says who holds it when a timeout comes (shared holders record no process ID).
+    static func acquire(_ path: String, timeout: Duration, shared: Bool, heldBy holders: String? = nil) async throws -> FileLock {
+        try await acquire(descriptor: try openLockFile(path), path: path, timeout: timeout, closesOnRelease: true, shared: shared, heldBy: holders)
+    }
+
     /// Locks `kept`'s lock file through the descriptor it keeps open (reopened when the file was
     /// deleted meanwhile), waiting at most `timeout`. Releasing unlocks it and keeps it open: a
     /// store that saves again and again spares the `open`, `fstat` and `close` of each save.
@@ -36,13 +46,14 @@ struct FileLock: ~Copyable {
         try await acquire(descriptor: try kept.descriptor(), path: kept.path, timeout: timeout, closesOnRelease: false)
     }
 
-    private static func acquire(descriptor: Int32, path: String, timeout: Duration, closesOnRelease: Bool) async throws -> FileLock {
+    private static func acquire(descriptor: Int32, path: String, timeout: Duration, closesOnRelease: Bool, shared: Bool = false, heldBy holders: String? = nil
+    ) async throws -> FileLock {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         var pause = Duration.milliseconds(1)
         while true {
-            if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
-                recordHolder(descriptor)
+            if flock(descriptor, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0 {
+                if !shared { recordHolder(descriptor) }
                 return FileLock(descriptor: descriptor, closesOnRelease: closesOnRelease)
             }
             let code = errno
@@ -51,7 +62,7 @@ struct FileLock: ~Copyable {
                 throw TokenStoreError(.lockFailed, path: path, "could not lock \(path): \(StoreFileSystem.errnoText(code))", errno: code)
             }
             guard clock.now < deadline else {
-                let holder = describeHolder(descriptor)
+                let holder = holders ?? describeHolder(descriptor)
                 if closesOnRelease { close(descriptor) }
                 throw TokenStoreError(
                     .lockTimedOut, path: path,

@@ -78,10 +78,10 @@ enum StoreFormat {
         guard header.format == formatName else {
             throw TokenStoreError(.corrupt, path: path, "\(path) has format \"\(header.format)\", not \(formatName)")
         }
-        guard header.version <= currentVersion else {
+        guard header.version <= StoreDirectoryFormat.version else {
             throw TokenStoreError(
                 .unsupportedVersion, path: path,
-                "\(path) was written by a newer LoginKit (format version \(header.version), this one reads \(currentVersion)); upgrade LoginKit — the file is left untouched"
+                "\(path) was written by a newer LoginKit (format version \(header.version), this one reads \(StoreDirectoryFormat.version)); upgrade LoginKit — the file is left untouched"
             )
         }
         guard header.version >= 1 else {
@@ -98,18 +98,9 @@ enum StoreFormat {
     static func decode(_ bytes: [UInt8], header: Header, path: String, key: SymmetricKey?) throws(TokenStoreError) -> [String: StoredProfile] {
         let data = Data(bytes)
         if let sealed = header.sealed {
-            guard let key else {
-                throw TokenStoreError(.sealedWithoutKey, path: path, "\(path) is sealed; set LOGINKIT_STORE_KEY (or the key file) to the key it was sealed with")
-            }
-            guard sealed.alg == "A256GCM", let box = Base64URL.decode(sealed.box) else {
-                throw TokenStoreError(.corrupt, path: path, "\(path) has a sealed section LoginKit cannot read")
-            }
-            let plaintext: [UInt8]
-            do {
-                plaintext = try AESGCM.open(box, key: key, associatedData: associatedData)
-            } catch {
-                throw TokenStoreError(.wrongKey, path: path, "\(path) does not open with its key (another key, or the file was altered); it is left untouched")
-            }
+            let plaintext = try open(
+                sealed, key: key, associatedData: associatedData, path: path,
+                wrongKey: "\(path) does not open with its key (another key, or the file was altered); it is left untouched")
             do {
                 return try decoder().decode(SealedContents.self, from: Data(plaintext)).profiles
             } catch {
@@ -120,6 +111,26 @@ enum StoreFormat {
             return try decoder().decode(PlainDocument.self, from: data).profiles
         } catch {
             throw TokenStoreError(.corrupt, path: path, "\(path) is damaged (\(Self.describe(error))); it is kept, and the next save moves it aside")
+        }
+    }
+
+    /// A sealed section's plaintext, opened with `key` and `associatedData`.
+    ///
+    /// - Throws: `.sealedWithoutKey` (no key), `.corrupt` (not a box LoginKit reads), `.wrongKey`
+    ///   with the message `wrongKey` (another key, or altered).
+    static func open(
+        _ sealed: SealedDocument.Sealed, key: SymmetricKey?, associatedData: [UInt8], path: String, wrongKey: String
+    ) throws(TokenStoreError) -> [UInt8] {
+        guard let key else {
+            throw TokenStoreError(.sealedWithoutKey, path: path, "\(path) is sealed; set LOGINKIT_STORE_KEY (or the key file) to the key it was sealed with")
+        }
+        guard sealed.alg == "A256GCM", let box = Base64URL.decode(sealed.box) else {
+            throw TokenStoreError(.corrupt, path: path, "\(path) has a sealed section LoginKit cannot read")
+        }
+        do {
+            return try AESGCM.open(box, key: key, associatedData: associatedData)
+        } catch {
+            throw TokenStoreError(.wrongKey, path: path, wrongKey)
         }
     }
 

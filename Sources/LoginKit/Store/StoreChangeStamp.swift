@@ -19,6 +19,11 @@ import Darwin
 package protocol TokenStoreChangeStamp: TokenStore, AnyObject {
     nonisolated func changeStamp() -> UInt64
 
+    /// What vouches for one profile: a change to another profile need not move it (the file
+    /// store's format 2 keeps a file per profile). `AuthService` asks once and keeps it. The
+    /// default answers ``changeStamp()``.
+    nonisolated func changeStampSource(for name: String) -> any ChangeStampSource
+
     /// ``TokenStore/withExclusiveAccess(to:_:)``, also answering the change stamp read after
     /// `body`'s changes were written and before the exclusive access ended: no other writer's
     /// change can be in it, so it vouches for what `body` left in the store (`AuthService`
@@ -29,7 +34,24 @@ package protocol TokenStoreChangeStamp: TokenStore, AnyObject {
     ) async throws -> (result: T, stamp: UInt64?)
 }
 
+/// A change stamp for one profile (``TokenStoreChangeStamp/changeStampSource(for:)``): read
+/// without a hop onto an actor; a new value whenever what it vouches for may have changed.
+package protocol ChangeStampSource: AnyObject, Sendable {
+    func stamp() -> UInt64
+}
+
+/// A store's own stamp, for a store that keeps no stamp per profile.
+final class StoreWideStamp: ChangeStampSource {
+    let store: any TokenStoreChangeStamp
+    init(_ store: any TokenStoreChangeStamp) { self.store = store }
+    func stamp() -> UInt64 { store.changeStamp() }
+}
+
 extension TokenStoreChangeStamp {
+    package nonisolated func changeStampSource(for name: String) -> any ChangeStampSource {
+        StoreWideStamp(self)
+    }
+
     /// No stamp: for a store whose own write may reach its stamp only later (PostgreSQL's change
     /// notifications arrive after the commit).
     package nonisolated(nonsending) func withExclusiveAccessStamped<T>(
@@ -61,11 +83,27 @@ extension StampedExclusiveAccess {
     }
 }
 
-extension IDTokenStore: StampedExclusiveAccess {
-    /// Bumped by this store's own writes at once, and by another writer's within
-    /// ``StoreFileWatch/defaultRecheckInterval`` (one `stat` per interval at most, not one per call).
+extension IDTokenStore: TokenStoreChangeStamp {
+    /// Follows the store's path and its profile directory: bumped by this store's own writes at
+    /// once, and by another writer's within ``StoreFileWatch/defaultRecheckInterval`` (one look
+    /// per interval at most, not one per call). A directory's times are as coarse as the file
+    /// system keeps them: ``changeStampSource(for:)`` is exact for one profile.
     package nonisolated func changeStamp() -> UInt64 {
         fileWatch.stamp()
+    }
+
+    /// Follows the store's path and the profile's file (a format 1 store changes its path with
+    /// every write; a format 2 store, the profile's file): another profile's save does not move it.
+    package nonisolated func changeStampSource(for name: String) -> any ChangeStampSource {
+        profileWatch(for: name)
+    }
+
+    /// The stamp is read holding the profile's lock, after the write: every writer of this profile
+    /// takes that lock and writes after it, and a migration waits for it.
+    package nonisolated(nonsending) func withExclusiveAccessStamped<T>(
+        to name: String, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, stamp: UInt64?) {
+        try await profileAccess(to: name, stamped: true, body)
     }
 }
 
@@ -75,21 +113,23 @@ extension InMemoryTokenStore: StampedExclusiveAccess {
     }
 }
 
-/// Follows the store file's identity (inode, mtime, ctime, size) with at most one `stat` per
-/// recheck interval, and turns every change into a new stamp.
-final class StoreFileWatch: Sendable {
+/// Follows the identities (inode, mtime, ctime, size) of a few paths — the store's, and a
+/// profile's file or the profile directory — with at most one look per recheck interval, and turns
+/// every change into a new stamp.
+final class StoreFileWatch: ChangeStampSource {
     /// How long another process's write may go unseen by a cached read: 10 ms.
     static let defaultRecheckInterval: UInt64 = 10_000_000
 
     private struct State {
         var generation: UInt64 = 0
-        /// The identity last seen; `.none` before the first look.
-        var identity: FileIdentity??
+        /// The identities last seen (`nil` for a path that does not exist); `nil` before the first
+        /// look and after a failed one.
+        var identities: [FileIdentity?]?
         var checkedAt: UInt64 = 0
     }
 
-    private let path: String
-    /// Nanoseconds between two looks at the file.
+    private let paths: [String]
+    /// Nanoseconds between two looks at the files.
     private let recheckInterval: UInt64
     private let state = LockedState(State())
     /// `state`'s generation and the time of its last look (0: none yet), published from inside its
@@ -99,8 +139,8 @@ final class StoreFileWatch: Sendable {
     private let publishedGeneration = Atomic<UInt64>(0)
     private let publishedCheckedAt = Atomic<UInt64>(0)
 
-    init(path: String, recheckInterval: UInt64 = defaultRecheckInterval) {
-        self.path = path
+    init(paths: [String], recheckInterval: UInt64 = defaultRecheckInterval) {
+        self.paths = paths
         self.recheckInterval = recheckInterval
     }
 
@@ -113,25 +153,24 @@ final class StoreFileWatch: Sendable {
             return publishedGeneration.load(ordering: .acquiring)
         }
         let (current, due) = state.withLock { state in
-            (state.generation, state.identity == nil || now &- state.checkedAt >= recheckInterval)
+            (state.generation, state.identities == nil || now &- state.checkedAt >= recheckInterval)
         }
         guard due else { return current }
         // A failed `stat` (other than "no such file") is never trusted: a new stamp each time, so
         // the caller takes the store's own path, which reports the error.
-        let seen: FileIdentity??
-        do { seen = .some(try StoreFileSystem.identity(of: path)) } catch { seen = nil }
+        let seen = look()
         return state.withLock { state in
             // The store wrote (or another look finished) meanwhile: its record is the newer one.
             guard state.generation == current else { return state.generation }
             guard let seen else {
                 state.generation &+= 1
-                state.identity = nil
+                state.identities = nil
                 publish(state)
                 return state.generation
             }
-            if state.identity != .some(seen) {
+            if state.identities != seen {
                 state.generation &+= 1
-                state.identity = .some(seen)
+                state.identities = seen
             }
             state.checkedAt = now
             publish(state)
@@ -139,22 +178,34 @@ final class StoreFileWatch: Sendable {
         }
     }
 
-    /// This store wrote or removed the file (its new identity, `nil` when it is gone): a new stamp.
-    func changed(to identity: FileIdentity?) {
+    /// This store wrote or removed a file it follows: a new stamp, and the files as they are now
+    /// (called holding the lock that keeps other writers of them out).
+    func changedNow() {
+        let seen = look()
         let now = Self.monotonicNanoseconds()
         state.withLock { state in
             state.generation &+= 1
-            state.identity = .some(identity)
+            state.identities = seen
             state.checkedAt = now
             publish(state)
         }
+    }
+
+    /// The paths' identities now; `nil` when one could not be looked at.
+    private func look() -> [FileIdentity?]? {
+        var seen: [FileIdentity?] = []
+        seen.reserveCapacity(paths.count)
+        for path in paths {
+            do { seen.append(try StoreFileSystem.identity(of: path)) } catch { return nil }
+        }
+        return seen
     }
 
     /// Publishes `state` for the lock-free path; called inside the lock. A failed look (no identity)
     /// publishes no look time, so that the next call looks again.
     private func publish(_ state: State) {
         publishedGeneration.store(state.generation, ordering: .releasing)
-        publishedCheckedAt.store(state.identity == nil ? 0 : state.checkedAt, ordering: .releasing)
+        publishedCheckedAt.store(state.identities == nil ? 0 : state.checkedAt, ordering: .releasing)
     }
 
     private static func monotonicNanoseconds() -> UInt64 {

@@ -1,5 +1,6 @@
 import LoginKitHTTP
 #if canImport(Glibc)
+import CProcessControl
 import Glibc
 #elseif canImport(Musl)
 import Musl
@@ -51,8 +52,14 @@ package enum StoreFileSystem {
 
     /// The `errno` a write in `directory` fails with when a test injected one (one lock and an
     /// empty-dictionary check otherwise).
+    /// A failure injected for a directory applies to the directories under it (a store's profile
+    /// directory is under the store's).
     private static func injectedWriteFailure(in directory: String) -> Int32? {
-        injectedWriteFailures.withLock { $0.isEmpty ? nil : $0[directory] }
+        injectedWriteFailures.withLock { failures in
+            guard !failures.isEmpty else { return nil }
+            if let code = failures[directory] { return code }
+            return failures.first { directory.hasPrefix($0.key + "/") }?.value
+        }
     }
 
     /// `writeAll`, unless a test injected a failure for `directory`.
@@ -166,7 +173,7 @@ package enum StoreFileSystem {
     /// owned by us, not writable by group or others. A shared directory (sticky, like `/tmp`) or
     /// one owned by someone else is refused with the advice to use a private one, never with a
     /// `chmod` of a directory that is meant to be shared.
-    static func checkStoreDirectory(_ directory: String) throws(TokenStoreError) {
+    static func checkStoreDirectory(_ directory: String, forbiddenBits: mode_t = 0o022) throws(TokenStoreError) {
         var info = stat()
         var entry = Substring(directory)  // `lstat("link/")` would follow the link
         while entry.count > 1, entry.hasSuffix("/") { entry = entry.dropLast() }
@@ -188,7 +195,12 @@ package enum StoreFileSystem {
             )
         }
         let mode = info.st_mode & 0o7777
-        guard mode & 0o022 != 0 else { return }
+        guard mode & forbiddenBits != 0 else { return }
+        if mode & 0o022 == 0 {
+            throw TokenStoreError(
+                .insecurePermissions, path: directory,
+                "\(directory) can be read by other users (mode \(String(mode, radix: 8))), and the names of its files are profile names; run `chmod 700 \(directory)`.")
+        }
         if mode & S_ISVTX != 0 {
             throw TokenStoreError(
                 .insecurePermissions, path: directory,
@@ -242,6 +254,113 @@ package enum StoreFileSystem {
         try syncDirectory(directory)
     }
 
+    /// Replaces `path` with `bytes` durably and atomically through the fixed temp file `temporary`
+    /// in the same directory, which only the holder of the lock over `path` writes (so a writer's
+    /// crash leaves at most that one file, which the next writer truncates): created or truncated
+    /// `0600`, never through a link, checked to be a regular file of ours; every byte written,
+    /// `fsync`, `rename` over `path`, `fsync` of the directory.
+    static func writeAtomically(
+        _ bytes: [UInt8], to path: String, through temporary: String, beforeRename: () -> Void = {}
+    ) throws(TokenStoreError) {
+        let directory = parentDirectory(of: path)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw ioError("create a temporary file in", directory) }
+        var closed = false
+        defer { if !closed { close(descriptor) } }
+        do throws(TokenStoreError) {
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else { throw ioError("inspect", temporary) }
+            guard info.st_mode & S_IFMT == S_IFREG else { throw TokenStoreError(.io, path: temporary, "\(temporary) is not a regular file") }
+            try checkOwnership(info, path: temporary, forbiddenBits: 0o077, fix: "rm \(temporary)")
+            let failure = writeUnlessInjected(bytes, to: descriptor, in: directory)
+            guard failure == 0 else { throw ioError("write", temporary, failure) }
+            guard fsync(descriptor) == 0 else { throw ioError("flush", temporary) }
+            closed = true
+            guard close(descriptor) == 0 else { throw ioError("close", temporary) }
+            beforeRename()
+            guard rename(temporary, path) == 0 else { throw ioError("replace", path) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+        try syncDirectory(directory)
+    }
+
+    /// Writes a new `0600` file (`O_CREAT|O_EXCL`, never through a link) without flushing it: for
+    /// a directory that is flushed as a whole (``syncFileSystem(of:)``) before anything names it.
+    static func writeNewFile(_ bytes: [UInt8], to path: String) throws(TokenStoreError) {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw ioError("create", path) }
+        let failure = writeUnlessInjected(bytes, to: descriptor, in: parentDirectory(of: path))
+        let closed = close(descriptor)
+        guard failure == 0 else { throw ioError("write", path, failure) }
+        guard closed == 0 else { throw ioError("close", path) }
+    }
+
+    /// Makes every file written under `directory` durable: one `syncfs` of its file system on
+    /// Linux (one flush for thousands of files), an `fsync` of each regular file elsewhere; then
+    /// the directory's own `fsync`.
+    static func syncFileSystem(of directory: String) throws(TokenStoreError) {
+        #if canImport(Glibc)
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ioError("open the directory", directory) }
+        defer { close(descriptor) }
+        guard loginkit_syncfs(descriptor) == 0 else { throw ioError("flush the file system of", directory) }
+        #else
+        for name in try entries(of: directory) {
+            let file = directory + "/" + name
+            let descriptor = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard descriptor >= 0 else { continue }
+            defer { close(descriptor) }
+            guard fsync(descriptor) == 0 else { throw ioError("flush", file) }
+        }
+        #endif
+        try syncDirectory(directory)
+    }
+
+    /// The names in `directory`, without `.` and `..`; `nil` when it does not exist.
+    static func entries(of directory: String) throws(TokenStoreError) -> [String] {
+        guard let handle = opendir(directory) else {
+            if errno == ENOENT { return [] }
+            throw ioError("list", directory)
+        }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Creates `directory` `0700` unless it exists; an existing one must be a directory.
+    static func makeDirectory(_ directory: String) throws(TokenStoreError) {
+        if mkdir(directory, 0o700) == 0 { return }
+        guard errno == EEXIST else { throw ioError("create the directory", directory) }
+        var info = stat()
+        guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw TokenStoreError(.io, path: directory, "\(directory) is not a directory")
+        }
+    }
+
+    /// Removes `path` and, when it is a directory (never followed through a link), everything
+    /// under it; a missing path is no error.
+    static func removeTree(_ path: String) throws(TokenStoreError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return }
+            throw ioError("inspect", path)
+        }
+        if info.st_mode & S_IFMT == S_IFDIR {
+            for name in try entries(of: path) { try removeTree(path + "/" + name) }
+            guard rmdir(path) == 0 || errno == ENOENT else { throw ioError("remove", path) }
+        } else {
+            guard unlink(path) == 0 || errno == ENOENT else { throw ioError("remove", path) }
+        }
+    }
+
     /// A new `0600` temp file beside `path` (`O_CREAT|O_EXCL`, never through a link), named so that
     /// ``removeStaleTemporaryFiles(for:)`` sweeps it if its writer dies: its descriptor and path.
     private static func createTemporaryFile(for path: String) throws(TokenStoreError) -> (Int32, String) {
@@ -271,14 +390,15 @@ package enum StoreFileSystem {
     ///
     /// - Throws: `TokenStoreError` `.noSpace` (full file system or quota) or `.io` (no write
     ///   access, a read-only file system, …), naming the store and saying that nothing was sent.
-    static func checkCanWrite(_ path: String) throws(TokenStoreError) {
+    static func checkCanWrite(_ path: String, store: String? = nil) throws(TokenStoreError) {
         let directory = parentDirectory(of: path)
         let current = try identity(of: path)
         let size = max(0, Int(current?.size ?? 0))
+        let store = store ?? path
         func refused(_ error: TokenStoreError) -> TokenStoreError {
             TokenStoreError(
-                error.code, path: path,
-                "the store \(path) cannot take a save now, so no refresh was sent (the provider would retire the stored refresh token, and its new one could not be kept): \(error.message)",
+                error.code, path: store,
+                "the store \(store) cannot take a save now, so no refresh was sent (the provider would retire the stored refresh token, and its new one could not be kept): \(error.message)",
                 errno: error.errno)
         }
         var info = statvfs()

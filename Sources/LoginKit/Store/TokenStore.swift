@@ -26,8 +26,8 @@ public protocol TokenStore: Sendable {
     /// Like ``withExclusiveAccess(_:)``, for one profile: the transaction holds only the profile
     /// named `name` (or nothing, when there is none) and may change only that profile.
     ///
-    /// Stores that can lock a single profile (`PostgresTokenStore`) let work on other profiles go
-    /// on meanwhile; the default takes the whole store's lock. `AuthService` refreshes and saves
+    /// Stores that can lock a single profile (`IDTokenStore`, `PostgresTokenStore`) let work on
+    /// other profiles go on meanwhile; the default takes the whole store's lock. `AuthService` refreshes and saves
     /// through this.
     ///
     /// - Throws: `TokenStoreError` `.outOfScope` when `body` changed another profile (nothing is
@@ -46,11 +46,25 @@ public protocol TokenStore: Sendable {
 }
 
 extension TokenStore {
+    /// A store that locks one profile on its own (``IDTokenStore``) does so; any other runs `body`
+    /// in a whole-store transaction, scoped to `name`.
     public nonisolated(nonsending) func withExclusiveAccess<T>(to name: String, _ body: (inout TokenStoreTransaction) async throws -> T) async throws -> T {
-        try await withExclusiveAccess { all in
+        if let store = self as? any ProfileLockingStore {
+            return try await store.profileAccess(to: name, stamped: false, body).result
+        }
+        return try await withExclusiveAccess { all in
             try await all.scoped(to: name, store: "\(Self.self)", body)
         }
     }
+}
+
+/// A store with a lock per profile: transactions on different profiles do not wait for each other.
+package protocol ProfileLockingStore: TokenStore {
+    /// The exclusive access to one profile; with `stamped`, also the change stamp read after the
+    /// write and before the profile's lock is released.
+    nonisolated(nonsending) func profileAccess<T>(
+        to name: String, stamped: Bool, _ body: (inout TokenStoreTransaction) async throws -> T
+    ) async throws -> (result: T, stamp: UInt64?)
 }
 
 extension TokenStore {

@@ -66,7 +66,7 @@ extension ServedHosts {
     /// - Throws: what reading the store throws.
     static func all(in store: any TokenStore) async throws -> [String: (profile: String, username: String)] {
         var served: [String: (profile: String, username: String)] = [:]
-        for name in try await store.profileNames() {
+        for name in try await DefaultProfile.profileNames(carrying: attribute, in: store) {
             guard let profile = try await store.profile(named: name) else { continue }
             for (key, username) in Self(attribute: profile.attributes[attribute]).entries where served[key] == nil {
                 served[key] = (name, username)

@@ -21,10 +21,22 @@ enum DefaultProfile {
     ///
     /// - Throws: what reading the store throws.
     static func name(in store: any TokenStore) async throws -> String? {
-        for name in try await store.profileNames() where parent(ofTarget: name) == nil {
+        for name in try await profileNames(carrying: attribute, in: store) where parent(ofTarget: name) == nil {
             if try await store.profile(named: name)?.attributes[attribute] == marked { return name }
         }
         return nil
+    }
+
+    /// The profiles that may carry `attribute`, sorted: from the store's index when it keeps one
+    /// (a file store in format 2: one small directory read, whatever the number of profiles), else
+    /// every profile.
+    ///
+    /// - Throws: what reading the store throws.
+    static func profileNames(carrying attribute: String, in store: any TokenStore) async throws -> [String] {
+        if let indexed = store as? any AttributeIndexedStore, let names = try await indexed.profileNames(carrying: attribute) {
+            return names
+        }
+        return try await store.profileNames()
     }
 
     /// Whether `profile` is marked as the default.

@@ -41,7 +41,7 @@ struct CachedPathTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
             let elsewhere = try IDTokenStore(path: path)  // another process, as far as the watch can tell
-            let watch = StoreFileWatch(path: path, recheckInterval: 0)
+            let watch = StoreFileWatch(paths: [path], recheckInterval: 0)
             let before = watch.stamp()
             #expect(watch.stamp() == before, "a look at an unchanged file keeps the stamp")
             try await elsewhere.save(Self.valid, as: "default")
@@ -59,7 +59,7 @@ struct CachedPathTests {
         try await withTemporaryDirectory { directory in
             let file = directory + "/not-a-directory"
             #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
-            let watch = StoreFileWatch(path: file + "/tokens.json")  // the default 10 ms interval
+            let watch = StoreFileWatch(paths: [file + "/tokens.json"])  // the default 10 ms interval
             let first = watch.stamp()
             let second = watch.stamp()
             #expect(second != first)
@@ -71,7 +71,7 @@ struct CachedPathTests {
     /// and the store's own write is seen by the writer as soon as it returns.
     @Test func theLockFreeStampNeverGoesBackAndSeesTheStoresOwnWrite() async throws {
         try await withTemporaryDirectory { directory in
-            let watch = StoreFileWatch(path: directory + "/tokens.json", recheckInterval: 1_000_000_000)
+            let watch = StoreFileWatch(paths: [directory + "/tokens.json"], recheckInterval: 1_000_000_000)
             _ = watch.stamp()  // the first look publishes a look time: later reads take the lock-free path
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<4 {
@@ -88,7 +88,7 @@ struct CachedPathTests {
                 group.addTask {
                     var last = watch.stamp()
                     for _ in 0..<5_000 {
-                        watch.changed(to: nil)
+                        watch.changedNow()
                         let now = watch.stamp()
                         #expect(now > last, "the writer's own change is seen at once")
                         if now <= last { return }
@@ -129,7 +129,9 @@ struct CachedPathTests {
     func aStampedExclusiveAccessAnswersTheStampOfItsOwnWrite(_ kind: String) async throws {
         try await withTemporaryDirectory { directory in
             let store: any TokenStoreChangeStamp = kind == "file" ? try IDTokenStore(path: directory + "/tokens.json") : InMemoryTokenStore()
-            let before = store.changeStamp()
+            // A file store stamps each profile on its own; the memory store answers its one stamp.
+            let source = store.changeStampSource(for: "default")
+            let before = source.stamp()
             let (name, written) = try await store.withExclusiveAccessStamped(to: "default") { transaction -> String in
                 transaction["default"] = Self.valid
                 return "wrote"
@@ -137,11 +139,36 @@ struct CachedPathTests {
             #expect(name == "wrote")
             let stamp = try #require(written)
             #expect(stamp != before, "the write changed the stamp")
-            #expect(store.changeStamp() == stamp, "nothing changed since the write")
+            #expect(source.stamp() == stamp, "nothing changed since the write")
             let (_, unchanged) = try await store.withExclusiveAccessStamped(to: "default") { _ in }
             #expect(unchanged == stamp, "no write, the same stamp")
             try await store.save(Race.profile(Race.credentials(1, issuedAt: Date(), lifetime: 3600)), as: "default")
-            #expect(store.changeStamp() != stamp, "a later write is not vouched for by the earlier stamp")
+            #expect(source.stamp() != stamp, "a later write is not vouched for by the earlier stamp")
+        }
+    }
+
+    /// A file store keeps a file per profile: a save of another profile, by this store or by
+    /// another process, leaves a profile's stamp as it is (the cached path stays off the actor),
+    /// while a save of the profile itself moves it.
+    @Test func aSaveOfAnotherProfileLeavesAProfilesStamp() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try IDTokenStore(path: directory + "/tokens.json")
+            let elsewhere = try IDTokenStore(path: directory + "/tokens.json")  // another process, in effect
+            try await store.save(Self.valid, as: "a")
+            try await store.save(Self.valid, as: "b")
+            let source = store.changeStampSource(for: "a")
+            let steady = source.stamp()
+            try await store.save(Race.profile(Race.credentials(1, issuedAt: Date(), lifetime: 3600)), as: "b")
+            try await elsewhere.save(Race.profile(Race.credentials(2, issuedAt: Date(), lifetime: 3600)), as: "b")
+            let watch = StoreFileWatch(paths: [store.path, store.profileFilePath(for: "a")], recheckInterval: 0)
+            let looked = watch.stamp()
+            try await elsewhere.save(Race.profile(Race.credentials(3, issuedAt: Date(), lifetime: 3600)), as: "b")
+            #expect(watch.stamp() == looked, "another process's save of b is no change to a")
+            #expect(source.stamp() == steady, "this store's save of b is no change to a")
+            try await elsewhere.save(Race.profile(Race.credentials(4, issuedAt: Date(), lifetime: 3600)), as: "a")
+            #expect(watch.stamp() != looked, "another process's save of a is")
+            try await store.save(Race.profile(Race.credentials(5, issuedAt: Date(), lifetime: 3600)), as: "a")
+            #expect(source.stamp() != steady, "and this store's own save of a")
         }
     }
 

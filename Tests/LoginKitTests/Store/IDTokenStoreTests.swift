@@ -26,11 +26,14 @@ struct IDTokenStoreTests {
     @Test func createsPrivateDirectoriesAndFiles() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/a/b/tokens.json"
-            try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(), as: "default")
+            let store = try IDTokenStore(path: path, sealing: .none)
+            try await store.save(sampleProfile(), as: "default")
             #expect(try mode(of: directory + "/a/b") == 0o700)
             #expect(try mode(of: path) == 0o600)
             #expect(try mode(of: path + ".lock") == 0o600)
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory + "/a/b").filter { $0.contains(".tmp-") }
+            #expect(try mode(of: store.profileDirectory) == 0o700)
+            #expect(try mode(of: store.profileFilePath(for: "default")) == 0o600)
+            let leftovers = try entriesBelow(directory + "/a/b", containing: ".tmp")
             #expect(leftovers.isEmpty)
         }
     }
@@ -50,6 +53,23 @@ struct IDTokenStoreTests {
         }
     }
 
+    /// A profile's own file is held to the same rule as the store's path.
+    @Test(arguments: [0o640, 0o604, 0o644, 0o660])
+    func refusesProfileFilesOthersCanRead(_ permissions: Int) async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let store = try IDTokenStore(path: path, sealing: .none)
+            try await store.save(sampleProfile(), as: "default")
+            let file = store.profileFilePath(for: "default")
+            try FileManager.default.setAttributes([.posixPermissions: permissions], ofItemAtPath: file)
+            let error = try #require(await thrown { try await IDTokenStore(path: path, sealing: .none).profile(named: "default") } as? TokenStoreError)
+            #expect(error.code == .insecurePermissions)
+            #expect(error.message.contains("chmod 600 \(file)"), "\(error.message)")
+            let saveError = try #require(await thrown { try await store.save(sampleProfile(2), as: "default") } as? TokenStoreError)
+            #expect(saveError.code == .insecurePermissions)
+        }
+    }
+
     @Test func refusesADirectoryOthersCanWrite() async throws {
         try await withTemporaryDirectory { directory in
             let shared = directory + "/shared"
@@ -64,12 +84,13 @@ struct IDTokenStoreTests {
     @Test func refusesANewerFormatAndLeavesItAlone() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
-            let newer = Data(#"{"format":"loginkit.tokens","version":2,"profiles":{},"future":true}"#.utf8)
+            let newer = Data(#"{"format":"loginkit.tokens","version":3,"layout":"directory","profiles":{},"future":true}"#.utf8)
             #expect(FileManager.default.createFile(atPath: path, contents: newer, attributes: [.posixPermissions: 0o600]))
             let store = try IDTokenStore(path: path, sealing: .none)
             #expect((await thrown { try await store.profile(named: "default") } as? TokenStoreError)?.code == .unsupportedVersion)
             #expect((await thrown { try await store.save(sampleProfile(), as: "default") } as? TokenStoreError)?.code == .unsupportedVersion)
             #expect(FileManager.default.contents(atPath: path) == newer)
+            #expect(!FileManager.default.fileExists(atPath: store.profileDirectory))
         }
     }
 
@@ -162,14 +183,24 @@ struct IDTokenStoreTests {
         #expect(IDTokenStore.defaultPath(environment: ["XDG_STATE_HOME": "relative", "HOME": "/home/u"]) == "/home/u/.local/state/loginkit/tokens.json")
     }
 
-    @Test func theFileFollowsTheDocumentedFormat() async throws {
+    /// A marker at the store's path, and the profile in a file of its own (docs/storage.md).
+    @Test func theFilesFollowTheDocumentedFormat() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
-            try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(), as: "default")
-            let document = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
-            #expect(document["format"]?.stringValue == "loginkit.tokens")
-            #expect(document["version"]?.int64Value == 1)
-            let profile = try #require(document["profiles"]?["default"])
+            let store = try IDTokenStore(path: path, sealing: .none)
+            try await store.save(sampleProfile(), as: "default")
+            let marker = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+            #expect(marker["format"]?.stringValue == "loginkit.tokens")
+            #expect(marker["version"]?.int64Value == 2)
+            #expect(marker["layout"]?.stringValue == "directory")
+            #expect(marker["profiles"] == nil && marker["sealing"] == nil && marker["sealed"] == nil)
+            #expect(store.profileFilePath(for: "default") == path + ".d/p-default.json")
+            let document = try JSONValue.parse(Array(try Data(contentsOf: URL(fileURLWithPath: store.profileFilePath(for: "default")))))
+            #expect(document["format"]?.stringValue == "loginkit.profile")
+            #expect(document["version"]?.int64Value == 2)
+            #expect(document["name"]?.stringValue == "default")
+            #expect(document["sealed"] == nil)
+            let profile = try #require(document["profile"])
             #expect(profile["credentials"]?["refresh_token"]?.stringValue == "refresh-secret")
             #expect(profile["source"]?["kind"]?.stringValue == "oauth2")
             #expect(profile["source"]?["client_id"]?.stringValue == "cli")
@@ -187,10 +218,12 @@ struct SealedStoreTests {
             let store = try IDTokenStore(path: path, sealing: .key(key))
             #expect(store.isSealed)
             try await store.save(sampleProfile(7), as: "default")
-            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let text = try storeText(at: path)
             #expect(!text.contains("access-secret"))
             #expect(!text.contains("refresh-secret"))
-            #expect(text.contains("A256GCM"))
+            #expect(try String(contentsOfFile: path, encoding: .utf8).contains("A256GCM"))
+            #expect(try String(contentsOfFile: store.profileFilePath(for: "default"), encoding: .utf8).contains("A256GCM"))
+            #expect(try storeIsSealed(at: path))
             #expect(try await IDTokenStore(path: path, sealing: .key(key)).profile(named: "default") == sampleProfile(7))
         }
     }
@@ -203,15 +236,18 @@ struct SealedStoreTests {
             let path = directory + "/tokens.json"
             let key = try SymmetricKey.random()
             try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(3), as: "default")
+            let plainFiles = try storeFiles(at: path)
             let sealed = try IDTokenStore(path: path, sealing: .key(key))
             let error = try #require(await thrown { try await sealed.profile(named: "default") } as? TokenStoreError)
             #expect(error.code == .corrupt)
             #expect(error.message.contains("not sealed"))
 
             try await sealed.save(sampleProfile(4), as: "default")
-            let asides = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tokens.json.corrupt-") }
-            #expect(asides.count == 1)
+            // Every file of the plain store is kept aside, once, byte for byte.
+            let asides = Array(try filesSetAside(in: directory).values)
+            for (file, bytes) in plainFiles { #expect(asides.filter { $0 == bytes }.count == 1, "\(file)") }
             #expect(try String(contentsOfFile: path, encoding: .utf8).contains("A256GCM"))
+            #expect(try storeIsSealed(at: path))
             #expect(try await sealed.profile(named: "default") == sampleProfile(4))
         }
         try await withTemporaryDirectory { directory in
@@ -221,6 +257,8 @@ struct SealedStoreTests {
             let store = try IDTokenStore(path: path, sealing: .key(key))
             _ = try await store.migrate(to: .key(key))
             #expect(try String(contentsOfFile: path, encoding: .utf8).contains("A256GCM"))
+            #expect(try storeIsSealed(at: path))
+            #expect(!(try storeText(at: path)).contains("refresh-secret"))
             #expect(try await store.profile(named: "default") == sampleProfile(5))
         }
     }
@@ -229,13 +267,14 @@ struct SealedStoreTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
             try await IDTokenStore(path: path, sealing: .key(try SymmetricKey.random())).save(sampleProfile(), as: "default")
-            let before = FileManager.default.contents(atPath: path)
+            let before = try storeFiles(at: path)
             let other = try IDTokenStore(path: path, sealing: .key(try SymmetricKey.random()))
             #expect((await thrown { try await other.profile(named: "default") } as? TokenStoreError)?.code == .wrongKey)
             #expect((await thrown { try await other.save(sampleProfile(2), as: "default") } as? TokenStoreError)?.code == .wrongKey)
             let unkeyed = try IDTokenStore(path: path, sealing: .none)
             #expect((await thrown { try await unkeyed.profile(named: "default") } as? TokenStoreError)?.code == .sealedWithoutKey)
-            #expect(FileManager.default.contents(atPath: path) == before)
+            #expect(try storeFiles(at: path) == before)
+            #expect(try filesSetAside(in: directory).isEmpty)
         }
     }
 
@@ -243,13 +282,18 @@ struct SealedStoreTests {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
             let key = try SymmetricKey.random()
-            try await IDTokenStore(path: path, sealing: .key(key)).save(sampleProfile(), as: "default")
-            let text = try String(contentsOfFile: path, encoding: .utf8)
-            let box = try #require(text.range(of: #""box" : ""#))
-            var bytes = Array(text.utf8)
-            let position = text.utf8.distance(from: text.utf8.startIndex, to: box.upperBound) + 40
+            let writer = try IDTokenStore(path: path, sealing: .key(key))
+            try await writer.save(sampleProfile(), as: "default")
+            let file = writer.profileFilePath(for: "default")
+            var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
+            // The box's value starts at the first quote after `"box"` and its colon.
+            let member = try #require(bytes.indices.first { bytes[$0...].starts(with: Array(#""box""#.utf8)) })
+            let colon = try #require(bytes[(member + 5)...].firstIndex(of: UInt8(ascii: ":")))
+            let quote = try #require(bytes[(colon + 1)...].firstIndex(of: UInt8(ascii: "\"")))
+            let position = quote + 1 + 40
+            try #require(position < bytes.count && bytes[position] != UInt8(ascii: "\""))
             bytes[position] = bytes[position] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
-            #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
+            #expect(FileManager.default.createFile(atPath: file, contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
             let store = try IDTokenStore(path: path, sealing: .key(key))
             #expect((await thrown { try await store.profile(named: "default") } as? TokenStoreError)?.code == .wrongKey)
         }

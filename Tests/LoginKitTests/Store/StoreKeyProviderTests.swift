@@ -59,8 +59,9 @@ private func save(_ token: String, at path: String, with provider: any StoreKeyP
     try await IDTokenStore(path: path, sealing: .provider(provider)).save(profile(token), as: "default")
 }
 
+/// The store's marker (its `sealing` names the key a provider keeps).
 private func header(_ path: String) throws -> [String: Any] {
-    try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+    try storeMarker(at: path)
 }
 
 @Suite(.timeLimit(.minutes(3)))
@@ -71,12 +72,15 @@ struct StoreKeyProviderTests {
             let provider = MemoryKeyProvider()
             let store = try IDTokenStore(path: path, sealing: .provider(provider))
             try await store.save(profile("access-one"), as: "default")
-            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let text = try storeText(at: path)
             #expect(!text.contains("access-one"), "sealed: no token in clear")
-            let sealed = try #require(try header(path)["sealed"] as? [String: Any])
-            let key = try #require(sealed["key"] as? [String: String])
+            #expect(try storeIsSealed(at: path))
+            let key = try #require(try storeKeyReference(at: path))
             #expect(key["provider"] == "memory-test")
             #expect(key["id"]?.count == 32 && provider.ids == [key["id"]])
+            for (file, document) in try storeProfileDocuments(at: path) {
+                #expect((document["sealed"] as? [String: Any])?["key"] as? [String: String] == key, "\(file) names the key too")
+            }
             #expect(try await store.protection() == StoreProtection(level: "memory-test"))
 
             // Another store (another process's) on the file finds the key through the provider,
@@ -88,9 +92,11 @@ struct StoreKeyProviderTests {
             let stranger = try IDTokenStore(path: path, sealing: .none)
             let error = await thrown { try await stranger.profile(named: "default") } as? TokenStoreError
             #expect(error?.code == .unavailable)
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            let files = try storeFiles(at: path)
             #expect((await thrown { try await stranger.save(profile("other"), as: "other") } as? TokenStoreError)?.code == .unavailable)
-            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+            #expect((await thrown { try await stranger.save(profile("other"), as: "default") } as? TokenStoreError)?.code == .unavailable)
+            #expect(try storeFiles(at: path) == files)
+            #expect(try filesSetAside(in: directory).isEmpty)
         }
     }
 
@@ -99,7 +105,7 @@ struct StoreKeyProviderTests {
             let path = directory + "/tokens.json"
             let provider = MemoryKeyProvider()
             try await save("before", at: path, with: provider)
-            let sealedBytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            let sealedFiles = try storeFiles(at: path)
             provider.loseAllKeys()  // a reboot, for the kernel keyring
 
             let store = try IDTokenStore(path: path, sealing: .provider(provider))
@@ -108,11 +114,13 @@ struct StoreKeyProviderTests {
             #expect(error?.message.contains("log in again") == true)
             #expect(error?.message.contains("no longer available") == true)
 
-            // The next login saves: the old file is moved aside byte for byte, the new one sealed anew.
+            // The next login saves: the old store is moved aside byte for byte (each of its files
+            // once), the new one sealed anew.
             try await store.save(profile("after"), as: "default")
-            let aside = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("tokens.json.corrupt-") }
-            #expect(aside.count == 1)
-            #expect(try Data(contentsOf: URL(fileURLWithPath: directory + "/" + (aside.first ?? ""))) == sealedBytes)
+            let aside = Array(try filesSetAside(in: directory).values)
+            #expect(!sealedFiles.isEmpty)
+            for (file, bytes) in sealedFiles { #expect(aside.filter { $0 == bytes }.count == 1, "\(file)") }
+            #expect(try storeIsSealed(at: path))
             #expect(try await accessToken(at: path, with: provider) == "after")
         }
     }
@@ -122,14 +130,15 @@ struct StoreKeyProviderTests {
             let path = directory + "/tokens.json"
             let provider = MemoryKeyProvider()
             try await save("kept", at: path, with: provider)
-            let before = try Data(contentsOf: URL(fileURLWithPath: path))
+            let before = try storeFiles(at: path)
             provider.isAvailable = false
             let store = try IDTokenStore(path: path, sealing: .provider(provider))
             #expect((await thrown { try await store.profile(named: "default") } as? TokenStoreError)?.code == .unavailable)
             // A save does not replace what it could not read.
             #expect((await thrown { try await store.save(profile("new"), as: "other") } as? TokenStoreError)?.code == .unavailable)
-            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains("corrupt") }.isEmpty)
+            #expect((await thrown { try await store.save(profile("new"), as: "default") } as? TokenStoreError)?.code == .unavailable)
+            #expect(try storeFiles(at: path) == before)
+            #expect(try entriesBelow(directory, containing: "corrupt").isEmpty)
         }
     }
 
@@ -162,9 +171,11 @@ struct StoreKeyProviderTests {
             let protection = try await store.protection()
             #expect(protection.level == StoreProtection.plaintext && protection.isFallback)
             #expect(protection.detail.contains("memory-test: switched off by the test"))
-            #expect(try header(path)["profiles"] != nil, "plain JSON")
-            let attributes = try FileManager.default.attributesOfItem(atPath: path)
-            #expect((attributes[.posixPermissions] as? Int) == 0o600)
+            #expect(try storeIsPlain(at: path), "plain JSON")
+            for file in try storeFiles(at: path).keys {
+                let attributes = try FileManager.default.attributesOfItem(atPath: file)
+                #expect((attributes[.posixPermissions] as? Int) == 0o600, "\(file)")
+            }
         }
     }
 
@@ -191,8 +202,13 @@ struct StoreKeyProviderTests {
             try await store.save(profile("x"), as: "default")
             #expect(try await store.protection().level == StoreProtection.environmentKey)
             #expect(provider.ids.isEmpty)
-            let sealed = try #require(try header(directory + "/tokens.json")["sealed"] as? [String: Any])
-            #expect(sealed["key"] == nil, "an explicit key is not named in the file")
+            let path = directory + "/tokens.json"
+            #expect(try storeIsSealed(at: path))
+            let sealing = try #require(try header(path)["sealing"] as? [String: Any])
+            #expect(sealing["key"] == nil, "an explicit key is not named in the marker")
+            for (file, document) in try storeProfileDocuments(at: path) {
+                #expect((document["sealed"] as? [String: Any])?["key"] == nil, "\(file): nor in a profile's file")
+            }
         }
     }
 
@@ -204,21 +220,23 @@ struct StoreKeyProviderTests {
             let store = try IDTokenStore(path: path, sealing: .provider(provider))
             #expect(try await store.protection() == StoreProtection(level: "plaintext", detail: "sealed with memory-test on the next save"))
             try await store.save(profile("sealed"), as: "default")
-            #expect(try header(path)["sealed"] != nil)
+            #expect(try storeIsSealed(at: path))
 
-            // To plaintext: the file is plain, and the key it no longer needs is gone.
+            // To plaintext: the files are plain, and the key they no longer need is gone.
             #expect(try await store.migrate(to: .none).level == StoreProtection.plaintext)
-            #expect(try header(path)["profiles"] != nil)
+            #expect(try storeIsPlain(at: path))
             #expect(provider.ids.isEmpty)
             #expect(try header(path)["storage"] as? String == "plaintext", "marked as chosen")
             // Plain by choice stays plain for an automatic store (a keyring is usable here)…
             let automatic = try IDTokenStore(path: path, sealing: .automatic(AutomaticSealing(providers: [provider], usesExplicitKey: false)))
             #expect(try await automatic.protection() == StoreProtection(level: "plaintext", detail: "by choice"))
             try await automatic.save(profile("still plain"), as: "default")
-            #expect(try header(path)["profiles"] != nil && provider.ids.isEmpty)
-            // …while a plain file nobody chose (a fallback, an older file) is sealed on its next save.
-            try Data(try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "\"storage\" : \"plaintext\",", with: "").utf8)
-                .write(to: URL(fileURLWithPath: path))
+            #expect(try storeIsPlain(at: path) && provider.ids.isEmpty)
+            // …while a plain store nobody chose (a fallback, an older file) is sealed on its next save.
+            var unmarkedMarker = try header(path)
+            unmarkedMarker["storage"] = nil
+            try JSONSerialization.data(withJSONObject: unmarkedMarker).write(to: URL(fileURLWithPath: path))
+            #expect(try header(path)["storage"] == nil)
             let unmarked = try IDTokenStore(path: path, sealing: .automatic(AutomaticSealing(providers: [provider], usesExplicitKey: false)))
             #expect(try await unmarked.protection() == StoreProtection(level: "plaintext", detail: "sealed with memory-test on the next save"))
             #expect(try await unmarked.migrate(to: .none).level == "plaintext")
@@ -230,7 +248,8 @@ struct StoreKeyProviderTests {
 
             // And back.
             #expect(try await store.migrate(to: .provider(provider)).level == "memory-test")
-            #expect(try header(path)["sealed"] != nil && provider.ids.count == 1)
+            #expect(try storeIsSealed(at: path) && provider.ids.count == 1)
+            #expect(!(try storeText(at: path)).contains("still plain"))
             #expect(try await accessToken(at: path, with: provider) == "still plain")
         }
     }
@@ -241,9 +260,9 @@ struct StoreKeyProviderTests {
             let path = directory + "/tokens.json"
             let store = try IDTokenStore(path: path, sealing: .provider(KernelKeyringKeyProvider()))
             try await store.save(profile("kernel"), as: "default")
-            let sealed = try #require(try header(path)["sealed"] as? [String: Any])
-            let id = try #require((sealed["key"] as? [String: String])?["id"])
-            #expect((sealed["key"] as? [String: String])?["provider"] == "kernel-keyring")
+            let reference = try #require(try storeKeyReference(at: path))
+            let id = try #require(reference["id"])
+            #expect(reference["provider"] == "kernel-keyring")
             #expect(try await store.protection().description == "kernel-keyring (survives logout, not reboot)")
             // Another process: the test helper reads the store with a fresh store of its own.
             #expect(try await IDTokenStore(path: path, sealing: .none).profile(named: "default")?.credentials.accessToken == "kernel")
@@ -282,7 +301,7 @@ struct StoreKeyProviderTests {
             let path = directory + "/tokens.json"
             let environment = ["LOGINKIT_STORE_KEY": Data(repeating: 9, count: 32).base64EncodedString(), "HOME": directory]
             try await IDTokenStore(path: path, sealing: .environment, environment: environment).save(profile("env"), as: "default")
-            #expect(try header(path)["sealed"] != nil)
+            #expect(try storeIsSealed(at: path))
             #expect(try await IDTokenStore(path: path, sealing: .environment, environment: environment).profile(named: "default")?.credentials.accessToken == "env")
         }
     }
@@ -293,7 +312,7 @@ struct StoreKeyProviderTests {
             let provider = MemoryKeyProvider()
             let original = directory + "/tokens.json", copy = directory + "/copy.json"
             try await save("o", at: original, with: provider)
-            try FileManager.default.copyItem(atPath: original, toPath: copy)
+            try copyStore(from: original, to: copy)
             #expect(try await IDTokenStore(path: copy, sealing: .provider(provider)).migrate(to: .none).level == "plaintext")
             #expect(try await accessToken(at: original, with: provider) == "o")
         }

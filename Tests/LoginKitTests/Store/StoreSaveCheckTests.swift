@@ -14,10 +14,12 @@ struct StoreSaveCheckTests {
     @Test func aStoreThatCanTakeASavePassesAndLeavesNothingBehind() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory + "/tokens.json"
-            try await IDTokenStore(path: path, sealing: .none).save(sampleProfile(), as: "default")
-            let before = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+            let store = try IDTokenStore(path: path, sealing: .none)
+            try await store.save(sampleProfile(), as: "default")
+            let before = try FileManager.default.subpathsOfDirectory(atPath: directory).sorted()
             try StoreFileSystem.checkCanWrite(path)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == before)
+            try StoreFileSystem.checkCanWrite(store.profileFilePath(for: "default"))
+            #expect(try FileManager.default.subpathsOfDirectory(atPath: directory).sorted() == before)
         }
     }
 
@@ -33,7 +35,7 @@ struct StoreSaveCheckTests {
             #expect(error?.path == path)
             #expect(error?.errno == failure)
             #expect(error?.message.contains("the store \(path) cannot take a save now, so no refresh was sent") == true)
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.contains(".tmp-") }
+            let leftovers = try entriesBelow(directory, containing: ".tmp")
             #expect(leftovers.isEmpty)
         }
     }

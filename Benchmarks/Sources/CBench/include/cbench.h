@@ -26,4 +26,8 @@ double cbench_openssl_es256_sign_us(size_t signing_input_length, int count);
 /// figure that is not finite as `null`), and flushes standard output.
 void cbench_emit_http(double requests, double seconds, double p50_us, double p99_us, double cpu_s_per_10k);
 
+/// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process on the machine, so that times
+/// taken in several processes compare.
+uint64_t cbench_monotonic_ns(void);
+
 #endif

@@ -162,6 +162,12 @@ final class StoreKeys {
 
     // MARK: Choosing how to seal
 
+    /// Remembers the key a store was just written with, so that reading it back asks no provider.
+    func remember(_ sealing: FileSealing) {
+        guard let reference = sealing.reference, let key = sealing.key else { return }
+        found[reference] = key
+    }
+
     /// Forgets the key found for `reference` (it did not open the file: replaced since).
     func forget(_ reference: StoreKeyReference) {
         found[reference] = nil
