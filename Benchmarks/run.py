@@ -603,6 +603,8 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         "store_save_10000_vs_1": ratio(at(10000, "save_us"), at(1, "save_us")),
         "store_login_10000_vs_1": ratio(at(10000, "login_us"), at(1, "login_us")),
         "store_cached_10000_vs_1": ratio(at(10000, "cached_ns"), at(1, "cached_ns")),
+        "store_save_random_10000_vs_1": ratio(at(10000, "save_random_us"), at(1, "save_us")),
+        "store_login_random_10000_vs_1": ratio(at(10000, "login_random_us"), at(1, "login_us")),
         "store_migration_10000_ms": at(10000, "migration_ms"),
         "store_cli_token_10000_vs_1": ratio(cli_store.get("10000"), cli_store.get("1")),
         "store_16_profiles_16_procs_vs_1": ratio(procs.get("20", {}).get("16"), procs.get("20", {}).get("1")),
@@ -772,8 +774,10 @@ def store_lines(r, curve, at, procs, cli_store, verdict):
     lines = []
     if curve:
         lines.append(f"| file store: a token call on one profile as a process start makes it (a new store, one profile read) at 10,000 profiles vs 1 (µs) | {number(at(10000, 'token_cold_us'))} | {number(at(1, 'token_cold_us'))} | {r['store_token_10000_vs_1']:.2f}× | ≤ 1.25× | {verdict(r['store_token_10000_vs_1'] <= 1.25)} |")
-        lines.append(f"| file store: a durable save of one profile (a warm store) at 10,000 profiles vs 1 (µs) | {number(at(10000, 'save_us'))} | {number(at(1, 'save_us'))} | {r['store_save_10000_vs_1']:.2f}× | ≤ 1.25× | {verdict(r['store_save_10000_vs_1'] <= 1.25)} |")
-        lines.append(f"| file store: a login on one profile (a new `AuthService`, a provider that answers at once) at 10,000 profiles vs 1 (µs) | {number(at(10000, 'login_us'))} | {number(at(1, 'login_us'))} | {r['store_login_10000_vs_1']:.2f}× | ≤ 1.25× | {verdict(r['store_login_10000_vs_1'] <= 1.25)} |")
+        lines.append(f"| file store: a durable save of one profile (a warm store, the same profile each time) at 10,000 profiles vs 1 (µs) | {number(at(10000, 'save_us'))} | {number(at(1, 'save_us'))} | {r['store_save_10000_vs_1']:.2f}× | ≤ 1.25× | {verdict(r['store_save_10000_vs_1'] <= 1.25)} |")
+        lines.append(f"| file store: a login on one profile (a new `AuthService`, a provider that answers at once; the same profile each time) at 10,000 profiles vs 1 (µs) | {number(at(10000, 'login_us'))} | {number(at(1, 'login_us'))} | {r['store_login_10000_vs_1']:.2f}× | ≤ 1.25× | {verdict(r['store_login_10000_vs_1'] <= 1.25)} |")
+        if r["store_save_random_10000_vs_1"] == r["store_save_random_10000_vs_1"]:
+            lines.append(f"| … a save and a login on a random profile of the 10,000 each time (files not in the caches: the working set, not the store's size) vs one profile of a 1-profile store (µs) | {number(at(10000, 'save_random_us'))}; {number(at(10000, 'login_random_us'))} | {number(at(1, 'save_us'))}; {number(at(1, 'login_us'))} | {r['store_save_random_10000_vs_1']:.2f}×; {r['store_login_random_10000_vs_1']:.2f}× | | |")
         lines.append(f"| … cached `validIDToken()` on one profile at 10,000 profiles vs 1 (ns) | {number(at(10000, 'cached_ns'))} | {number(at(1, 'cached_ns'))} | {r['store_cached_10000_vs_1']:.2f}× | | |")
         sizes = [size for size in curve]
         def series(field):

@@ -179,22 +179,34 @@ func benchStoreScale(directory: String, profiles count: Int, operations: Int) as
     }
     cold.removeFirst()
 
+    // A save and a login on one profile (the same one each time, as at one profile: what the
+    // store's size costs), and on random ones (what a working set of cold files adds besides).
     let store = try IDTokenStore(path: path, sealing: .none)
-    var saves: [Double] = []
-    for round in 0...operations {
-        let name = randomName()
-        let profile = sampleProfile(round, validFor: scalingValidity)
-        saves.append(seconds(try await clock.measure { try await store.save(profile, as: name) }))
+    let one = scalingProfileName(count / 2)
+    func measureSaves(_ name: () -> String) async throws -> [Double] {
+        var times: [Double] = []
+        for round in 0...operations {
+            let profile = sampleProfile(round, validFor: scalingValidity)
+            let name = name()
+            times.append(seconds(try await clock.measure { try await store.save(profile, as: name) }))
+        }
+        return Array(times.dropFirst())
     }
-    saves.removeFirst()
-
-    var logins: [Double] = []
-    for round in 0...operations {
-        let service = AuthService(api: BenchAPI(credentials: sampleProfile(round, validFor: scalingValidity).credentials), store: store, profile: randomName())
-        logins.append(seconds(try await clock.measure { _ = try await service.logIn(for: User.ID(rawValue: "bench"), with: "bench") }))
-        await service.shutdown()
+    func measureLogins(_ name: () -> String) async throws -> [Double] {
+        var times: [Double] = []
+        for round in 0...operations {
+            let service = AuthService(api: BenchAPI(credentials: sampleProfile(round, validFor: scalingValidity).credentials), store: store, profile: name())
+            times.append(seconds(try await clock.measure { _ = try await service.logIn(for: User.ID(rawValue: "bench"), with: "bench") }))
+            await service.shutdown()
+        }
+        return Array(times.dropFirst())
     }
-    logins.removeFirst()
+    let saves = try await measureSaves { one }
+    let logins = try await measureLogins { one }
+    let randomSaves = try await measureSaves(randomName)
+    let randomLogins = try await measureLogins(randomName)
+    results["save_random_us"] = percentile(randomSaves, 0.5) * 1e6
+    results["login_random_us"] = percentile(randomLogins, 0.5) * 1e6
 
     let cachedService = AuthService(api: BenchAPI(credentials: sampleProfile(0, validFor: scalingValidity).credentials), store: store, profile: randomName())
     results["cached_ns"] = try await cachedTokenNanoseconds(cachedService, calls: max(10_000, operations * 500))

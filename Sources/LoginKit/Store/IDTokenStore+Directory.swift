@@ -62,7 +62,7 @@ extension IDTokenStore {
         } catch where error.code == .corrupt || error.code == .keyUnavailable {
             return nil
         }
-        guard case .directory(let marker) = shape else { return nil }
+        guard case .directory(let marker) = shape, marker.resealing != true else { return nil }
         guard try StoreFileSystem.identity(of: journalPath) == nil else { return nil }
         if marker.sealing != nil {
             do {
@@ -70,10 +70,15 @@ extension IDTokenStore {
             } catch where error.code == .keyUnavailable {
                 return nil
             }
-        } else if !plainSettled, !plainStaysPlain(marker), await keys.preview().isSealed {
+        } else if !plainSettled, !plainStaysPlain(marker) {
             // The store would be sealed now (a keyring became reachable, a key was set): every
-            // file is rewritten in a whole-store step. Asking makes no key and never prompts.
-            return nil
+            // file is rewritten by a whole-store step that writes. Asking makes no key and never
+            // prompts.
+            if await keys.preview().isSealed { return nil }
+            // Plain it stays, as a new store's sealing decides it: the fallback reported once,
+            // refused (`.unavailable`) where it is not allowed; the decision holds for a minute.
+            guard try await keys.sealingForNewFile().key == nil else { return nil }
+            notePlainSettled(marker)
         }
         return marker
     }
@@ -163,7 +168,7 @@ extension IDTokenStore {
         _ bytes: [UInt8], name: String, marker: StoreDirectoryFormat.Marker, path: String, readingPlain: Bool
     ) async throws(TokenStoreError) -> StoredProfile {
         let document = try StoreDirectoryFormat.decodeProfileDocument(bytes, path: path)
-        let storeSeals = !readingPlain && (marker.sealing != nil || keys.sealsWithGivenKey)
+        let storeSeals = !readingPlain && marker.resealing != true && (marker.sealing != nil || keys.sealsWithGivenKey)
         guard let sealed = document.sealed else {
             return try StoreDirectoryFormat.openProfile(document, name: name, key: nil, storeSeals: storeSeals, path: path)
         }
@@ -339,7 +344,7 @@ extension IDTokenStore {
             return .replaceable(.missing)
         case .single(let contents):
             return .replaceable(.single(contents, source: try sourceDigest()))
-        case .directory(var marker):
+        case .directory(let marker):
             if marker.sealing != nil {
                 do {
                     _ = try await sealing(of: marker)
@@ -348,16 +353,26 @@ extension IDTokenStore {
                 }
             }
             if let journal = try currentJournal() { try replay(journal) }
-            if marker.sealing == nil, !migrating, !plainStaysPlain(marker) {
-                let current = try await sealing(of: marker)
-                let next = try await sealingForSave(read: current)
-                if next.key != nil || next.isChosenPlaintext != current.isChosenPlaintext {
-                    marker = try await reseal(marker: marker, with: next)
-                }
+            if marker.resealing == true {
+                // A change of sealing cut short: finished with the marker's own key.
+                return .ready(try await reseal(marker: marker, with: try await sealing(of: marker)))
             }
-            notePlainSettled(marker)
             return .ready(marker)
         }
+    }
+
+    /// After a transaction that wrote to a plain store (holding the whole store): every file is
+    /// sealed when the store's sealing chooses a key now (a keyring became reachable, a key was
+    /// given). Only a write does this — a transaction that only reads makes no key.
+    func sealIfDue(_ marker: StoreDirectoryFormat.Marker) async throws(TokenStoreError) {
+        guard marker.sealing == nil, !plainStaysPlain(marker) else { return }
+        let current = try await sealing(of: marker)
+        let next = try await sealingForSave(read: current)
+        guard next.key != nil || next.isChosenPlaintext != current.isChosenPlaintext else {
+            notePlainSettled(marker)
+            return
+        }
+        try await reseal(marker: marker, with: next)
     }
 
     /// A plain store's sealing was settled now: per-profile saves of this instance go on plain
@@ -400,7 +415,9 @@ extension IDTokenStore {
             ?? TokenStoreTransaction(profiles: base)
         transaction.recoveredFrom = state.recovered
         let path = self.path
-        transaction.saveCheck = { () throws(TokenStoreError) in try StoreFileSystem.checkCanWrite(path) }
+        // A write migrates: a file per profile (and index entries) where one file was.
+        let files = base.count + 1
+        transaction.saveCheck = { () throws(TokenStoreError) in try StoreFileSystem.checkCanWrite(path, files: files) }
         let result = try await body(&transaction)
         try transaction.checkScope(store: "IDTokenStore")
         if transaction.hasChanges || (state.recovered != nil && !transaction.profiles.isEmpty) {
@@ -499,6 +516,9 @@ extension IDTokenStore {
             try StoreDirectoryFormat.encode(marker, path: path), to: path, through: markerTemporaryPath,
             beforeRename: { Self.reach(.markerWritten, in: path) })
         Self.reach(.markerRenamed, in: path)
+        // The directory is the store's now: no later format 1 file (a restored backup) may name it
+        // as a leftover of its own migration.
+        if unlink(profileDirectory + "/.source") == 0 { try StoreFileSystem.syncDirectory(profileDirectory) }
         keys.remember(sealing)
         cache = nil
         profileCache = [:]
@@ -511,36 +531,42 @@ extension IDTokenStore {
         return marker
     }
 
-    /// Rewrites every readable profile sealed with `sealing`, and the marker: sealed files are
-    /// written before the marker that says so, a marker that says plain before the plain files —
-    /// a crash half-way leaves every file readable (each names its key). A file that cannot be
-    /// read is left as it is.
+    /// Rewrites every readable profile sealed with `sealing`, and the marker. The new marker is
+    /// written first, marked `resealing` (the commit point: the store's sealing is the new one, and
+    /// every reader opens either kind of file meanwhile — each sealed file names its key), then
+    /// every file, then the marker without the mark. A crash half-way leaves every file readable,
+    /// and the next whole-store step finishes the rewrite with the marker's key (no second key
+    /// is made). A file that cannot be read is left as it is.
     @discardableResult
     func reseal(marker: StoreDirectoryFormat.Marker, with sealing: FileSealing) async throws(TokenStoreError) -> StoreDirectoryFormat.Marker {
         let next = StoreDirectoryFormat.marker(for: sealing)
         var profiles: [(String, StoredProfile)] = []
         for name in try readProfileNames().sorted() {
             do {
-                if let profile = try await readProfile(name, marker: marker, readingPlain: marker.sealing == nil) { profiles.append((name, profile)) }
+                if let profile = try await readProfile(name, marker: marker, readingPlain: marker.sealing == nil || marker.resealing == true) { profiles.append((name, profile)) }
             } catch where error.code == .corrupt || error.code == .keyUnavailable || error.code == .wrongKey {
                 continue
             }
         }
-        let writeMarker = { () throws(TokenStoreError) in
-            try StoreFileSystem.writeAtomically(try StoreDirectoryFormat.encode(next, path: self.path), to: self.path, through: self.markerTemporaryPath)
-        }
-        if sealing.key == nil { try writeMarker() }
+        var resealing = next
+        resealing.resealing = true
+        try writeMarker(resealing)
         for (name, profile) in profiles {
             let bytes = try StoreDirectoryFormat.encodeProfile(profile, name: name, sealing: sealing, path: profileFilePath(for: name))
             try writeProfileBytes(name, bytes, attributes: Self.indexedAttributes(of: profile), movingAside: false)
         }
-        if sealing.key != nil { try writeMarker() }
+        try writeMarker(next)
         keys.remember(sealing)
         profileCache = [:]
         cacheEpoch &+= 1
-        markerCache = try StoreFileSystem.identity(of: path).map { ($0, next) }
         noteWritten(nil)
         return next
+    }
+
+    /// Replaces the marker (durably) and remembers it.
+    private func writeMarker(_ marker: StoreDirectoryFormat.Marker) throws(TokenStoreError) {
+        try StoreFileSystem.writeAtomically(try StoreDirectoryFormat.encode(marker, path: path), to: path, through: markerTemporaryPath)
+        markerCache = try StoreFileSystem.identity(of: path).map { ($0, marker) }
     }
 
     /// A whole-store transaction over a format 2 store: every profile read, `body`, and the
@@ -558,6 +584,7 @@ extension IDTokenStore {
         let changed = transaction.changedNames
         if !changed.isEmpty {
             try await commit(changed.map { ($0, transaction[$0]) }, marker: marker, unreadable: unreadable)
+            try await sealIfDue(marker)
         }
         return result
     }

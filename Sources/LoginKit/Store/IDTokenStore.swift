@@ -312,7 +312,9 @@ public actor IDTokenStore: TokenStore {
                     switch try await settle(migrating: false) {
                     case .ready(let marker):
                         // Every per-profile transaction is excluded already.
-                        return try await profileTransaction(name, marker: marker, stamped: stamped, body)
+                        let outcome = try await profileTransaction(name, marker: marker, stamped: false, body)
+                        if outcome.wrote { try await sealIfDue(marker) }
+                        return (outcome.result, stamped ? profileWatch(for: name).stamp() : nil)
                     case .replaceable(let state):
                         return try await replacingTransaction(state, scope: name, stamped: stamped, body)
                     }
@@ -329,7 +331,7 @@ public actor IDTokenStore: TokenStore {
                 let outcome = try await profileTransaction(name, marker: marker, stamped: stamped, body)
                 lock.release()
                 shared.release()
-                return outcome
+                return (outcome.result, outcome.stamp)
             } catch {
                 lock.release()
                 shared.release()
@@ -341,7 +343,7 @@ public actor IDTokenStore: TokenStore {
     /// One profile's transaction, holding its locks.
     private nonisolated(nonsending) func profileTransaction<T>(
         _ name: String, marker: StoreDirectoryFormat.Marker, stamped: Bool, _ body: (inout TokenStoreTransaction) async throws -> T
-    ) async throws -> (result: T, stamp: UInt64?) {
+    ) async throws -> (result: T, stamp: UInt64?, wrote: Bool) {
         let (current, recovered) = try await readProfileForUpdate(name, marker: marker)
         var transaction = TokenStoreTransaction(profiles: current.map { [name: $0] } ?? [:], scope: name)
         transaction.recoveredFrom = recovered
@@ -350,10 +352,11 @@ public actor IDTokenStore: TokenStore {
         transaction.saveCheck = { () throws(TokenStoreError) in try StoreFileSystem.checkCanWrite(file, store: store) }
         let result = try await body(&transaction)
         try transaction.checkScope(store: "IDTokenStore")
-        if transaction.hasChanges || (recovered != nil && transaction[name] != nil) {
+        let writes = transaction.hasChanges || (recovered != nil && transaction[name] != nil)
+        if writes {
             try await saveProfile(name, transaction[name], marker: marker, movingAside: recovered != nil)
         }
-        return (result, stamped ? profileWatch(for: name).stamp() : nil)
+        return (result, stamped ? profileWatch(for: name).stamp() : nil, writes)
     }
 
     /// Runs `body` holding `<path>.login.lock` (waiting at most `timeout`), so that one interactive

@@ -390,7 +390,9 @@ package enum StoreFileSystem {
     ///
     /// - Throws: `TokenStoreError` `.noSpace` (full file system or quota) or `.io` (no write
     ///   access, a read-only file system, …), naming the store and saying that nothing was sent.
-    static func checkCanWrite(_ path: String, store: String? = nil) throws(TokenStoreError) {
+    /// `files`: how many files the save writes (a migration writes one per profile): each takes a
+    /// block and an inode at least.
+    static func checkCanWrite(_ path: String, store: String? = nil, files: Int = 1) throws(TokenStoreError) {
         let directory = parentDirectory(of: path)
         let current = try identity(of: path)
         let size = max(0, Int(current?.size ?? 0))
@@ -406,7 +408,14 @@ package enum StoreFileSystem {
             let blockSize = UInt64(info.f_frsize > 0 ? info.f_frsize : info.f_bsize)
             let blocks = UInt64(geteuid() == 0 ? info.f_bfree : info.f_bavail)
             let (available, overflow) = blocks.multipliedReportingOverflow(by: blockSize)
-            let needed = UInt64(size) * 2 + 64 * 1024
+            let needed = UInt64(size) * 2 + 64 * 1024 + (files > 1 ? UInt64(files) * 2 * blockSize : 0)
+            let inodes = UInt64(info.f_favail)
+            if files > 1, info.f_files > 0, inodes < UInt64(files) * 2 + 8 {
+                throw refused(TokenStoreError(
+                    .noSpace, path: directory,
+                    "\(directory) has \(inodes) free inodes, and a save needs \(files * 2 + 8); free files on its file system",
+                    errno: ENOSPC))
+            }
             if !overflow, available < needed {
                 throw refused(TokenStoreError(
                     .noSpace, path: directory,

@@ -39,6 +39,9 @@ enum StoreDirectoryFormat {
         var storage: String?
         /// How every profile file is sealed; absent in a plain store.
         var sealing: Sealing?
+        /// `true` while every file is rewritten for a new sealing (files of either kind are read
+        /// meanwhile; a whole-store step finishes the rewrite after a crash).
+        var resealing: Bool?
     }
 
     /// One profile's file.
@@ -187,8 +190,13 @@ enum StoreDirectoryFormat {
         } catch {
             throw TokenStoreError(.corrupt, path: path, "\(path) is a damaged commit journal; it is left untouched")
         }
-        guard journal.format == journalFormat, journal.version <= version else {
-            throw TokenStoreError(.corrupt, path: path, "\(path) is a commit journal LoginKit cannot read; it is left untouched")
+        guard journal.format == journalFormat else {
+            throw TokenStoreError(.corrupt, path: path, "\(path) is not a commit journal LoginKit reads; it is left untouched")
+        }
+        guard journal.version <= version else {
+            throw TokenStoreError(
+                .unsupportedVersion, path: path,
+                "\(path) is a commit journal of a newer LoginKit (version \(journal.version)); upgrade LoginKit — it is left untouched")
         }
         return journal
     }

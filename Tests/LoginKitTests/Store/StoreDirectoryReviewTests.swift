@@ -1,5 +1,6 @@
 import Foundation
 @testable import LoginKit
+import LoginKitHTTP
 import LoginKitJOSE
 import LoginKitTestSupport
 import Testing
@@ -180,6 +181,117 @@ struct StoreDirectoryReviewTests {
             #expect(error?.code == .lockTimedOut)
             #expect(error?.message.contains("999999") == false)
             #expect(error?.message.contains("single profiles") == true)
+        }
+    }
+
+    // MARK: The second review
+
+    /// A plain store opened `.automatic` without a usable keyring and without the plaintext
+    /// fallback refuses a save (`.unavailable`), writing nothing, as a new store does; with the
+    /// fallback it reports it once, and asks the keyrings once a minute, not at every save.
+    @Test func aPlainStoreSavedThroughAutomaticSealingDecidesAsANewStoreDoes() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            try await IDTokenStore(path: path).save(sampleProfile(1), as: "a")
+            let before = try storeFiles(at: path)
+            let off = MemoryKeyProvider()
+            off.isAvailable = false
+            let strict = try IDTokenStore(
+                path: path, sealing: .automatic(AutomaticSealing(providers: [off], usesExplicitKey: false, allowsPlaintextFallback: false)))
+            let error = await thrown { try await strict.save(sampleProfile(2), as: "a") } as? TokenStoreError
+            #expect(error?.code == .unavailable)
+            #expect(try storeFiles(at: path) == before)
+
+            let reports = LockedState<Int>(0)
+            let lenient = try IDTokenStore(
+                path: path, sealing: .automatic(AutomaticSealing(providers: [off], usesExplicitKey: false, onPlaintextFallback: { _ in reports.withLock { $0 += 1 } })))
+            for counter in 3...5 { try await lenient.save(sampleProfile(counter), as: "a") }
+            #expect(reports.withLock { $0 } == 1)
+            #expect(try await lenient.profile(named: "a") == sampleProfile(5))
+        }
+    }
+
+    /// A transaction that only reads makes no key and rewrites nothing, though a keyring became
+    /// usable for a plain store; the next save seals every file.
+    @Test func onlyAWriteSealsAPlainStoreWhoseKeyringBecameUsable() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let provider = MemoryKeyProvider()
+            provider.isAvailable = false
+            let sealing = StoreSealing.automatic(AutomaticSealing(providers: [provider], usesExplicitKey: false))
+            try await IDTokenStore(path: path, sealing: sealing).save(sampleProfile(1), as: "a")
+            try await IDTokenStore(path: path, sealing: sealing).save(sampleProfile(2), as: "b")
+            let before = try storeFiles(at: path)
+            provider.isAvailable = true
+            let store = try IDTokenStore(path: path, sealing: sealing)
+            #expect(try await store.withExclusiveAccess(to: "a") { $0["a"] } == sampleProfile(1))
+            #expect(provider.ids.isEmpty, "no key made")
+            #expect(try storeFiles(at: path) == before)
+            try await store.save(sampleProfile(3), as: "a")
+            #expect(provider.ids.count == 1)
+            #expect(try storeIsSealed(at: path))
+            #expect(!(try storeText(at: path)).contains("refresh-secret"))
+            #expect(try await IDTokenStore(path: path, sealing: sealing).profile(named: "b") == sampleProfile(2))
+        }
+    }
+
+    /// A migrated store's directory never names the format 1 file it was made from: a backup of
+    /// that file put back later is migrated anew, and the directory — with every profile saved
+    /// since — is kept aside, not taken for a leftover and deleted.
+    @Test func aRestoredFormatOneFileNeverDeletesTheStoreItWasMigratedTo() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            let encoder = JSONEncoder()
+            encoder.dateEncodingStrategy = .secondsSince1970
+            let profiles = try JSONSerialization.jsonObject(with: encoder.encode(["a": sampleProfile(1)]))
+            let backup = try JSONSerialization.data(withJSONObject: ["format": "loginkit.tokens", "version": 1, "profiles": profiles])
+            #expect(FileManager.default.createFile(atPath: path, contents: backup, attributes: [.posixPermissions: 0o600]))
+            try await IDTokenStore(path: path).save(sampleProfile(2), as: "b")  // migrates
+            try await IDTokenStore(path: path).save(sampleProfile(3), as: "c")
+            try backup.write(to: URL(fileURLWithPath: path))
+            try await IDTokenStore(path: path).save(sampleProfile(4), as: "d")
+            #expect(try !entriesBelow(directory, containing: "p-c.json").isEmpty, "profile c, saved after the migration, is kept")
+        }
+    }
+
+    /// A journal of a newer LoginKit is refused as newer, not as damaged.
+    @Test func aNewerJournalIsRefusedAsNewer() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            try await IDTokenStore(path: path).save(sampleProfile(1), as: "a")
+            #expect(FileManager.default.createFile(
+                atPath: path + ".d/journal.json", contents: Data(#"{"format":"loginkit.journal","version":3,"entries":[]}"#.utf8),
+                attributes: [.posixPermissions: 0o600]))
+            let error = await thrown { try await IDTokenStore(path: path).profile(named: "a") } as? TokenStoreError
+            #expect(error?.code == .unsupportedVersion)
+        }
+    }
+
+    /// A change of sealing cut short (here: a plain store being sealed with a key, the marker
+    /// already saying so, one file of two rewritten) leaves every profile readable by a store with
+    /// that key, and the next save finishes the rewrite — nothing set aside, nothing lost.
+    @Test func aResealCutShortIsFinishedNotSetAside() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory + "/tokens.json"
+            try await IDTokenStore(path: path).save(sampleProfile(1), as: "a")
+            try await IDTokenStore(path: path).save(sampleProfile(2), as: "b")
+            let key = try SymmetricKey.random()
+            let store = try IDTokenStore(path: path, sealing: .key(key))
+            let sealing = FileSealing(key: key, reference: nil, protection: StoreProtection(level: StoreProtection.givenKey))
+            try Data(try StoreDirectoryFormat.encodeProfile(sampleProfile(1), name: "a", sealing: sealing, path: path))
+                .write(to: URL(fileURLWithPath: store.profileFilePath(for: "a")))
+            var marker = StoreDirectoryFormat.marker(for: sealing)
+            marker.resealing = true
+            try Data(try StoreDirectoryFormat.encode(marker, path: path)).write(to: URL(fileURLWithPath: path))
+            #expect(try await store.profile(named: "a") == sampleProfile(1))
+            #expect(try await store.profile(named: "b") == sampleProfile(2))
+            try await store.save(sampleProfile(3), as: "c")
+            #expect(try filesSetAside(in: directory).isEmpty)
+            #expect(try storeIsSealed(at: path))
+            #expect(!(try storeText(at: path)).contains("refresh-secret"))
+            let fresh = try IDTokenStore(path: path, sealing: .key(key))
+            #expect(try await fresh.profileNames() == ["a", "b", "c"])
+            #expect(try await fresh.profile(named: "b") == sampleProfile(2))
         }
     }
 }
