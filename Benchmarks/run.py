@@ -676,14 +676,14 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append("| comparison | LoginKit | peer | ratio | target | |")
     lines.append("| --- | ---: | ---: | ---: | --- | --- |")
     r = results
-    lines.append(f"| HTTP sequential vs C libcurl (req/s) | {rate('lk_seq'):,.0f} | {rate('c_seq'):,.0f} | {r['http_seq_vs_c']:.2f}× | ≥ 0.85× | {verdict(r['http_seq_vs_c'] >= 0.85)} |")
+    lines.append(f"| HTTP sequential vs C libcurl (req/s) | {rate('lk_seq'):,.0f} | {rate('c_seq'):,.0f} | {r['http_seq_vs_c']:.2f}× | ≥ 0.9× | {verdict(r['http_seq_vs_c'] >= 0.9)} |")
     if same_core:
         lines.append(f"| … the same with both on nginx's CPU (each request's time is then mostly the client's CPU) | {rate('lk_seq_same'):,.0f} | {rate('c_seq_same'):,.0f} | {rate('lk_seq_same') / rate('c_seq_same'):.2f}× | | |")
     lines.append(f"| HTTP sequential vs async-http-client | {rate('lk_seq'):,.0f} | {rate('ahc_seq'):,.0f} | {r['http_seq_vs_ahc']:.2f}× | ≥ 2× | {verdict(r['http_seq_vs_ahc'] >= 2)} |")
     lines.append(f"| … the ceiling here: the C libcurl loop vs async-http-client (LoginKit runs on libcurl) | {rate('c_seq'):,.0f} | {rate('ahc_seq'):,.0f} | {r['http_seq_c_vs_ahc']:.2f}× | | |")
     lines.append(f"| HTTP sequential vs URLSession | {rate('lk_seq'):,.0f} | {rate('us_seq'):,.0f} | {r['http_seq_vs_urlsession']:.2f}× | ≥ 3.5× | {verdict(r['http_seq_vs_urlsession'] >= 3.5)} |")
     lines.append(f"| … the ceiling here: the C libcurl loop vs URLSession (LoginKit runs on libcurl) | {rate('c_seq'):,.0f} | {rate('us_seq'):,.0f} | {r['http_seq_c_vs_urlsession']:.2f}× | | |")
-    lines.append(f"| HTTP 64 in flight vs C libcurl multi | {rate('lk_conc'):,.0f} | {rate('c_conc'):,.0f} | {r['http_conc_vs_c']:.2f}× | ≥ 0.7× | {verdict(r['http_conc_vs_c'] >= 0.7)} |")
+    lines.append(f"| HTTP 64 in flight vs C libcurl multi | {rate('lk_conc'):,.0f} | {rate('c_conc'):,.0f} | {r['http_conc_vs_c']:.2f}× | ≥ 0.85× | {verdict(r['http_conc_vs_c'] >= 0.85)} |")
     lines.append(f"| HTTP 64 in flight vs async-http-client (64 pool) | {rate('lk_conc'):,.0f} | {rate('ahc_conc'):,.0f} | {r['http_conc_vs_ahc']:.2f}× | ≥ 2× | {verdict(r['http_conc_vs_ahc'] >= 2)} |")
     lines.append(f"| … the ceiling here: C libcurl multi vs async-http-client (LoginKit runs on libcurl) | {rate('c_conc'):,.0f} | {rate('ahc_conc'):,.0f} | {r['http_conc_c_vs_ahc']:.2f}× | | |")
     lines.append(f"| peak RSS, LoginKit HTTP 64 in flight (a process linking LoginKit alone) | {r['rss_mb']:.1f} MB | | | < 20 MB | {verdict(r['rss_mb'] < 20)} |")
@@ -694,7 +694,7 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append(f"| … the same, Swift runtime linked statically, vs the floor: C libcurl multi + the smallest Swift process less a C one ({m('c_conc', 'rss_mb'):.1f} + {r['swift_floor_mb']:.1f} MB) | {r['rss_static_mb']:.1f} MB | {floor:.1f} MB | {r['rss_static_mb'] / floor:.2f}× | < 20 MB | {verdict(r['rss_static_mb'] < 20)} |")
     lines.append(f"| durable save vs C write+fsync+rename+dir fsync (µs) | {m('save', 'loginkit_us'):.0f} | {m('save', 'c_us'):.0f} | {r['save_vs_c']:.2f}× | ≤ 1.15× | {verdict(r['save_vs_c'] <= 1.15)} |")
     lines.append(f"| durable save vs Foundation `Data.write(.atomic)` (µs; no fsync) | {m('save', 'loginkit_us'):.0f} | {m('save', 'foundation_atomic_us'):.0f} | {m('save', 'loginkit_us') / m('save', 'foundation_atomic_us'):.2f}× | — | |")
-    lines.append(f"| cached `validIDToken()` (file store; ns/call) | {m('cached', 'file_store_ns'):,.0f} | {m('cached', 'bare_actor_ns'):,.0f} (bare actor call) | {m('cached', 'file_store_ns') / m('cached', 'bare_actor_ns'):.1f}× | ≤ 1 µs | {verdict(m('cached', 'file_store_ns') <= 1000)} |")
+    lines.append(f"| cached `validIDToken()` (file store; ns/call) | {m('cached', 'file_store_ns'):,.0f} | {m('cached', 'bare_actor_ns'):,.0f} (bare actor call) | {m('cached', 'file_store_ns') / m('cached', 'bare_actor_ns'):.1f}× | ≤ 250 ns | {verdict(m('cached', 'file_store_ns') <= 250)} |")
     lines.append(f"| cached `validIDToken()` (memory store; ns/call) | {m('cached', 'memory_store_ns'):,.0f} | {m('cached', 'bare_actor_ns'):,.0f} | {m('cached', 'memory_store_ns') / m('cached', 'bare_actor_ns'):.1f}× | — | |")
     lines.append(f"| RS256 verify vs `openssl speed` (µs) | {m('lk_rs', 'us_per_verify'):.1f} | {openssl_rs:.1f} | {r['rs256_vs_openssl']:.2f}× | ≤ 1.5× | {verdict(r['rs256_vs_openssl'] <= 1.5)} |")
     lines.append(f"| ES256 verify vs `openssl speed` (µs) | {m('lk_es', 'us_per_verify'):.1f} | {openssl_es:.1f} | {r['es256_vs_openssl']:.2f}× | ≤ 1.2× | {verdict(r['es256_vs_openssl'] <= 1.2)} |")
@@ -709,7 +709,7 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
         reach = "out of reach on OpenSSL" if budget <= 0 else (
             "LoginKit's own work fits" if r["es256_own_us"] <= budget else "LoginKit's own work does not fit")
         lines.append(f"| … so 1× leaves LoginKit's own work per verify (jwt-kit less OpenSSL's verify alone) vs what it takes (LoginKit less OpenSSL's verify alone; of which hashing the signing input, {m('bs_es', 'sha256_signing_input_us'):.2f}) (µs) | {r['es256_own_us']:.1f} | {budget:.1f} | | | {reach} |")
-    lines.append(f"| allocations per RS256 verify (jwt-kit: {m('jk_rs', 'allocs_per_verify'):.0f}) | {r['allocs_per_verify']:.0f} | {m('jk_rs', 'allocs_per_verify'):.0f} | | < 50 | {verdict(r['allocs_per_verify'] < 50)} |")
+    lines.append(f"| allocations per RS256 verify (jwt-kit: {m('jk_rs', 'allocs_per_verify'):.0f}) | {r['allocs_per_verify']:.0f} | {m('jk_rs', 'allocs_per_verify'):.0f} | | ≤ 30 | {verdict(r['allocs_per_verify'] <= 30)} |")
     if rows.get("dpop_proof"):
         lines.append(f"| one DPoP proof (ES256: claims, `jti`, `ath`, signature) vs OpenSSL's ES256 signing of a same-size input, in the same process (µs) | {m('dpop_proof', 'loginkit_us'):.1f} | {m('dpop_proof', 'openssl_us'):.1f} | {r['dpop_proof_vs_openssl_sign']:.2f}× | ≤ 1.3× | {verdict(r['dpop_proof_vs_openssl_sign'] <= 1.3)} |")
     if rows.get("authorized"):
@@ -731,7 +731,7 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     if rows["storm"][0].get("refresh_floor_p99_ms_1000") is not None:
         refresh_p99 = m("storm", "refresh_floor_p99_ms_1000")
         lines.append(f"| … the floor whose event is fired by the refresh's own work (store read, the provider's refresh, the durable save; on the transport's executor), so that it shares the two cores with the 1000 cancellable waiters and the provider (p99 ms; vs the refresh) | {refresh_p99:.2f} | {storm_single:.2f} | {refresh_p99 / storm_single:.2f}× | | |")
-        lines.append(f"| … LoginKit's storm p99 vs that floor | {m('storm', 'p99_ms_1000'):.2f} | {refresh_p99:.2f} | {m('storm', 'p99_ms_1000') / refresh_p99:.2f}× | | |")
+        lines.append(f"| … LoginKit's storm p99 vs that floor | {m('storm', 'p99_ms_1000'):.2f} | {refresh_p99:.2f} | {m('storm', 'p99_ms_1000') / refresh_p99:.2f}× | ≤ 1.25× | {verdict(m('storm', 'p99_ms_1000') / refresh_p99 <= 1.25)} |")
     if rows["storm"][0].get("cpu_us_per_caller_1000") is not None:
         lines.append(f"| … CPU µs per caller at 1000 (this process, the refresh's share included) vs per bare task of the floor | {m('storm', 'cpu_us_per_caller_1000'):.1f} | {m('storm', 'floor_cpu_us_per_task'):.1f} | {m('storm', 'cpu_us_per_caller_1000') / m('storm', 'floor_cpu_us_per_task'):.2f}× | | |")
         lines.append(f"| … allocations per caller at 1000 (the refresh's included) vs per bare task of the floor | {m('storm', 'allocs_per_caller_1000'):.1f} | {m('storm', 'floor_allocs_per_task'):.1f} | | | |")
@@ -751,7 +751,7 @@ def report(rows, seq_n, conc_n, urlsession_conc_n):
     lines.append(f"| expiry storm: waiter p50 / p99 at 10 and 100 callers (ms) | {m('storm', 'p50_ms_10'):.2f} / {m('storm', 'p99_ms_10'):.2f}; {m('storm', 'p50_ms_100'):.2f} / {m('storm', 'p99_ms_100'):.2f} | | | | |")
     cli_rss = median([rss for _, rss in rows["cli"]])
     curl_rss = median([rss for _, rss in rows["curl_file"]])
-    lines.append(f"| `loginkit token` (cached) vs `curl -s file://…` (ms wall; RSS {cli_rss:.1f} vs {curl_rss:.1f} MB) | {cli_wall * 1e3:.1f} | {curl_wall * 1e3:.1f} | {r['cli_vs_curl']:.2f}× | ≤ 2× | {verdict(r['cli_vs_curl'] <= 2)} |")
+    lines.append(f"| `loginkit token` (cached) vs `curl -s file://…` (ms wall; RSS {cli_rss:.1f} vs {curl_rss:.1f} MB) | {cli_wall * 1e3:.1f} | {curl_wall * 1e3:.1f} | {r['cli_vs_curl']:.2f}× | ≤ 1.8× | {verdict(r['cli_vs_curl'] <= 1.8)} |")
     lines.extend(store_lines(r, curve, at, procs, cli_store, verdict))
     lines.extend(layout_lines(rows, r))
     lines.extend(fleet_lines(fleet, verdict))
@@ -836,13 +836,31 @@ def fleet_lines(fleet, verdict):
             return point.get(name, point.get(name + "_ms")) if isinstance(point, dict) else None
         figures = "; ".join(f"{number(quantile(curve[host], 'p50'))} / {number(quantile(curve[host], 'p99'))}" for host in hosts)
         lines.append(f"| … at {' / '.join(f'{float(host):,.0f}' for host in hosts)} stores, p50 / p99 (ms) | {figures} | | | | |")
-    for key in sorted(fleet):
-        value = fleet[key]
-        if key in FLEET_NAMED or not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        label = key[len("fleet_sim_"):] if key.startswith("fleet_sim_") else key[len("fleet_"):] if key.startswith("fleet_") else key
-        prefix = "fleet simulation (100 hosts × 1,000 profiles)" if key.startswith("fleet_sim_") else "fleet store"
-        lines.append(f"| {prefix}: {cell(label.replace('_', ' '))} | {number(value)} | | | | |")
+    def figure(key):
+        value = fleet.get(key)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    rows = [
+        ("… statements a listening host sends per minute while idle (its heartbeat)", "fleet_queries_per_host_minute_idle"),
+        ("… a cached token call served by a listening store (ns)", "fleet_cached_token_ns"),
+        ("… a refresh through the fleet store (ms; statements in it)", "fleet_refresh_ms", "fleet_queries_in_refresh_call"),
+        ("… a change's save, and its arrival at a host's `AuthService` at 100 stores, p99 (ms)", "fleet_propagation_save_ms_100", "fleet_propagation_served_p99_ms_100"),
+    ]
+    for label, *keys in rows:
+        values = [figure(key) for key in keys]
+        if all(value is not None for value in values):
+            lines.append(f"| {label} | {'; '.join(number(value) for value in values)} | | | | |")
+    sim = {key[len("fleet_sim_"):]: figure(key) for key in fleet if key.startswith("fleet_sim_") and figure(key) is not None}
+    if sim:
+        hosts, profiles = sim.get("hosts"), sim.get("profiles")
+        size = f"{number(hosts)} hosts × {number(profiles)} profiles" + (" (scaled down)" if sim.get("scaled") else "")
+        lines.append(f"| fleet simulation, {size}, one process, {number(sim.get('seconds'))} s, {number(sim.get('calls_per_s'))} token calls/s on random (host, profile), tokens of {number(sim.get('token_lifetime_s'))} s: "
+                     f"statements per token call; token call p50 / p99 (ms) | {number(sim.get('statements_per_token_call'))}; {number(sim.get('token_p50_ms'))} / {number(sim.get('token_p99_ms'))} | | | | |")
+        lines.append(f"| … PostgreSQL's CPU (% of one core); statements/s; connections per host (max); refreshes; errors | "
+                     f"{number(sim.get('server_cpu_percent'))}; {number(sim.get('statements_per_s'))}; {number(sim.get('connections_per_host'))} ({number(sim.get('connections_per_host_max'))}); {number(sim.get('refreshes'))}; {number(sim.get('errors'))} | | | | |")
+        lines.append(f"| … the bench process (every host's store and `AuthService`s, {number(sim.get('auth_services'))} of them): CPU % of one core; RSS MB; how late the fixed-rate calls ran, p99 (ms) | "
+                     f"{number(sim.get('bench_cpu_percent'))}; {number(sim.get('rss_mb'))}; {number(sim.get('lateness_p99_ms'))} | | | | |")
+    if fleet.get("fleet_pg_fsync_off"):
+        lines.append("| … PostgreSQL here: the test cluster (`fsync` and `synchronous_commit` off), statements counted by `pg_stat_statements`, sharing the two cores with every host | | | | | |")
     return lines
 
 

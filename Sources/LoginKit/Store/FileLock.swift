@@ -16,15 +16,14 @@ import Darwin
 /// holder writes its process ID into the lock file, so that the error can say who it is and
 /// whether it is stopped (a process suspended with Ctrl-Z keeps its locks).
 struct FileLock: ~Copyable {
+    /// A descriptor of this lock's own: closing it releases the `flock`.
     private let descriptor: Int32
-    /// Whether releasing closes the descriptor (`false`: a ``KeptLockFile``'s, unlocked and kept).
-    private let closesOnRelease: Bool
 
     /// Opens (creating `0600`) and locks `path`, waiting at most `timeout`.
     ///
     /// - Throws: `TokenStoreError` (`.lockFailed`, `.lockTimedOut`, unsafe lock file), `CancellationError`.
     static func acquire(_ path: String, timeout: Duration) async throws -> FileLock {
-        try await acquire(descriptor: try openLockFile(path), path: path, timeout: timeout, closesOnRelease: true)
+        try await acquire(descriptor: try openLockFile(path), path: path, timeout: timeout)
     }
 
     /// Opens (creating `0600`) and locks `path` shared (`LOCK_SH`) or exclusive, on a descriptor of
@@ -34,19 +33,11 @@ struct FileLock: ~Copyable {
     /// record its process ID (there may be many).
     /// `heldBy` says who holds it when a timeout comes (shared holders record no process ID).
     static func acquire(_ path: String, timeout: Duration, shared: Bool, heldBy holders: String? = nil) async throws -> FileLock {
-        try await acquire(descriptor: try openLockFile(path), path: path, timeout: timeout, closesOnRelease: true, shared: shared, heldBy: holders)
+        try await acquire(descriptor: try openLockFile(path), path: path, timeout: timeout, shared: shared, heldBy: holders)
     }
 
-    /// Locks `kept`'s lock file through the descriptor it keeps open (reopened when the file was
-    /// deleted meanwhile), waiting at most `timeout`. Releasing unlocks it and keeps it open: a
-    /// store that saves again and again spares the `open`, `fstat` and `close` of each save.
-    ///
-    /// The caller serialises acquisitions of one `kept` (the store's in-process lock).
-    static func acquire(_ kept: KeptLockFile, timeout: Duration) async throws -> FileLock {
-        try await acquire(descriptor: try kept.descriptor(), path: kept.path, timeout: timeout, closesOnRelease: false)
-    }
-
-    private static func acquire(descriptor: Int32, path: String, timeout: Duration, closesOnRelease: Bool, shared: Bool = false, heldBy holders: String? = nil
+    private static func acquire(
+        descriptor: Int32, path: String, timeout: Duration, shared: Bool = false, heldBy holders: String? = nil
     ) async throws -> FileLock {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
@@ -54,16 +45,16 @@ struct FileLock: ~Copyable {
         while true {
             if flock(descriptor, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0 {
                 if !shared { recordHolder(descriptor) }
-                return FileLock(descriptor: descriptor, closesOnRelease: closesOnRelease)
+                return FileLock(descriptor: descriptor)
             }
             let code = errno
             guard code == EWOULDBLOCK || code == EINTR else {
-                if closesOnRelease { close(descriptor) }
+                close(descriptor)
                 throw TokenStoreError(.lockFailed, path: path, "could not lock \(path): \(StoreFileSystem.errnoText(code))", errno: code)
             }
             guard clock.now < deadline else {
                 let holder = holders ?? describeHolder(descriptor)
-                if closesOnRelease { close(descriptor) }
+                close(descriptor)
                 throw TokenStoreError(
                     .lockTimedOut, path: path,
                     "\(path) stayed locked for more than \(timeout) by \(holder); if that process is stuck or stopped, resume or end it")
@@ -71,7 +62,7 @@ struct FileLock: ~Copyable {
             do {
                 try await Task.sleep(for: min(pause, deadline - clock.now))
             } catch {
-                if closesOnRelease { close(descriptor) }
+                close(descriptor)
                 throw CancellationError()
             }
             pause = min(pause * 2, .milliseconds(50))
@@ -138,64 +129,17 @@ struct FileLock: ~Copyable {
         return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : nil
     }
 
-    private init(descriptor: Int32, closesOnRelease: Bool) {
+    private init(descriptor: Int32) {
         self.descriptor = descriptor
-        self.closesOnRelease = closesOnRelease
     }
 
-    /// Releases the lock (closing the descriptor releases the `flock`; a kept one is unlocked).
+    /// Releases the lock: closing the descriptor releases the `flock`.
     consuming func release() {
-        Self.unlock(descriptor, closing: closesOnRelease)
+        close(descriptor)
         discard self
     }
 
     deinit {
-        Self.unlock(descriptor, closing: closesOnRelease)
-    }
-
-    private static func unlock(_ descriptor: Int32, closing: Bool) {
-        if closing {
-            close(descriptor)
-        } else {
-            _ = flock(descriptor, LOCK_UN)
-        }
-    }
-}
-
-/// A store's lock file, kept open between its saves (``FileLock/acquire(_:timeout:)``).
-///
-/// `@unchecked Sendable`, safe because: the descriptor is read and replaced only inside the
-/// mutex of `state` (a `LockedState`), and it is used by one acquisition at a time (the store's
-/// in-process lock serialises them); `deinit` closes it when nothing holds the object.
-final class KeptLockFile: @unchecked Sendable {  // safe: the proof is in the comment above
-    let path: String
-    private let state = LockedState<Int32?>(nil)
-
-    init(path: String) { self.path = path }
-
-    /// The open descriptor: opened (and checked) the first time, and again whenever the path no
-    /// longer names the file it has open (deleted, or the file or its directory moved and a new one
-    /// made): a lock on a file others no longer open would exclude nobody. One `stat` and one
-    /// `fstat` per acquisition, against the `open`, `fstat` and `close` of opening it every time.
-    func descriptor() throws(TokenStoreError) -> Int32 {
-        try state.withLock { (descriptor: inout Int32?) throws(TokenStoreError) -> Int32 in
-            if let open = descriptor {
-                var held = stat(), named = stat()
-                if fstat(open, &held) == 0, stat(path, &named) == 0, held.st_dev == named.st_dev, held.st_ino == named.st_ino {
-                    return open
-                }
-                close(open)
-                descriptor = nil
-            }
-            let opened = try FileLock.openLockFile(path)
-            descriptor = opened
-            return opened
-        }
-    }
-
-    deinit {
-        state.withLock { descriptor in
-            if let descriptor { close(descriptor) }
-        }
+        close(descriptor)
     }
 }

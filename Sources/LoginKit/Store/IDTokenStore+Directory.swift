@@ -152,11 +152,21 @@ extension IDTokenStore {
         }
         cacheEpoch &+= 1
         let epoch = cacheEpoch
-        guard let (readIdentity, bytes) = try StoreFileSystem.readFile(file) else {
-            profileCache[name] = nil
-            return nil
+        let started = ContinuousClock.now
+        let profile: StoredProfile
+        let readIdentity: FileIdentity
+        do {
+            guard let (identity, bytes) = try StoreFileSystem.readFile(file) else {
+                profileCache[name] = nil
+                return nil
+            }
+            readIdentity = identity
+            profile = try await open(bytes, name: name, marker: marker, path: file, readingPlain: readingPlain)
+            Telemetry.recordStoreOperation("read", store: "file", outcome: "success", since: started)
+        } catch {
+            Telemetry.recordStoreOperation("read", store: "file", outcome: "failed", since: started)
+            throw error
         }
-        let profile = try await open(bytes, name: name, marker: marker, path: file, readingPlain: readingPlain)
         // Remembered only when no other load or write began while a provider was asked.
         if cacheEpoch == epoch { profileCache[name] = (readIdentity, profile) }
         return profile
@@ -397,10 +407,10 @@ extension IDTokenStore {
         case .single(let contents, let source):
             _ = try await migrateToDirectory(profiles, sealing: try await sealingForSave(read: contents.sealing), source: source)
         case .missing:
-            _ = try await migrateToDirectory(profiles, sealing: try await keys.sealingForNewFile(), source: "")
+            _ = try await migrateToDirectory(profiles, sealing: try await keys.sealingForNewFile(), source: "", operation: "write")
         case .broken:
             try moveStoreAside()
-            _ = try await migrateToDirectory(profiles, sealing: try await keys.sealingForNewFile(), source: "")
+            _ = try await migrateToDirectory(profiles, sealing: try await keys.sealingForNewFile(), source: "", operation: "write")
         }
     }
 
@@ -466,8 +476,9 @@ extension IDTokenStore {
     /// leftovers the next attempt removes); after it, the new store complete. `source` names the
     /// format 1 file's bytes (empty: none): a directory a crashed migration of those same bytes
     /// left is removed, any other directory no marker names is moved aside, never deleted.
+    /// Recorded as the store operation `operation` (`migrate`; `write` when it makes a new store).
     func migrateToDirectory(
-        _ profiles: [String: StoredProfile], sealing: FileSealing, source: String
+        _ profiles: [String: StoredProfile], sealing: FileSealing, source: String, operation: String = "migrate"
     ) async throws(TokenStoreError) -> StoreDirectoryFormat.Marker {
         let started = ContinuousClock.now
         let base = String(profileDirectory[profileDirectory.index(after: profileDirectory.lastIndex(of: "/") ?? profileDirectory.startIndex)...])
@@ -527,7 +538,7 @@ extension IDTokenStore {
         markerCache = try StoreFileSystem.identity(of: path).map { ($0, marker) }
         notePlainSettled(marker)
         noteWritten(nil)
-        Telemetry.recordStoreOperation("migrate", store: "file", outcome: "success", since: started)
+        Telemetry.recordStoreOperation(operation, store: "file", outcome: "success", since: started)
         return marker
     }
 

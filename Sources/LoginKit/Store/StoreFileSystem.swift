@@ -232,28 +232,6 @@ package enum StoreFileSystem {
         return parent.isEmpty ? "/" : parent
     }
 
-    /// Replaces `path` with `bytes` durably and atomically: a new `0600` temp file in the same
-    /// directory (`O_CREAT|O_EXCL`), every byte written, `fsync`, `rename` over `path`, `fsync`
-    /// of the directory. A crash at any instant leaves the old file or the new one.
-    static func writeAtomically(_ bytes: [UInt8], to path: String) throws(TokenStoreError) {
-        let directory = parentDirectory(of: path)
-        let (descriptor, temporary) = try createTemporaryFile(for: path)
-        var closed = false
-        defer { if !closed { close(descriptor) } }
-        do throws(TokenStoreError) {
-            let failure = writeUnlessInjected(bytes, to: descriptor, in: directory)
-            guard failure == 0 else { throw ioError("write", temporary, failure) }
-            guard fsync(descriptor) == 0 else { throw ioError("flush", temporary) }
-            closed = true
-            guard close(descriptor) == 0 else { throw ioError("close", temporary) }
-            guard rename(temporary, path) == 0 else { throw ioError("replace", path) }
-        } catch {
-            unlink(temporary)
-            throw error
-        }
-        try syncDirectory(directory)
-    }
-
     /// Replaces `path` with `bytes` durably and atomically through the fixed temp file `temporary`
     /// in the same directory, which only the holder of the lock over `path` writes (so a writer's
     /// crash leaves at most that one file, which the next writer truncates): created or truncated

@@ -3,8 +3,8 @@ import Foundation
 import LoginKitTestSupport
 import Testing
 
-/// The store keeps its lock file open between saves: that must never let it lock a file
-/// that other processes no longer lock.
+/// A store never locks a lock file that other processes no longer lock (its directory moved and
+/// made again between two saves).
 @Suite(.timeLimit(.minutes(3)))
 struct KeptLockFileTests {
     static let profile = StoredProfile(
