@@ -241,14 +241,19 @@ extension IDTokenStore {
     }
 
     /// Saves (or, with `nil`, removes) profile `name`, holding its lock and the shared lock.
-    func saveProfile(_ name: String, _ profile: StoredProfile?, marker: StoreDirectoryFormat.Marker, movingAside: Bool) async throws(TokenStoreError) {
+    /// `indexedBefore`: the indexed attributes of the profile the transaction read (its entries
+    /// are the only ones to remove); `nil` when unknown.
+    func saveProfile(
+        _ name: String, _ profile: StoredProfile?, marker: StoreDirectoryFormat.Marker, movingAside: Bool, indexedBefore: [String]? = nil
+    ) async throws(TokenStoreError) {
         let started = ContinuousClock.now
         do {
             if let profile {
+                let file = profileFilePath(for: name)
                 let sealing = try await sealingForWrite(marker)
-                let bytes = try StoreDirectoryFormat.encodeProfile(profile, name: name, sealing: sealing, path: profileFilePath(for: name))
-                try writeProfileBytes(name, bytes, attributes: Self.indexedAttributes(of: profile), movingAside: movingAside)
-                if let identity = try StoreFileSystem.identity(of: profileFilePath(for: name)) { profileCache[name] = (identity, profile) }
+                let bytes = try StoreDirectoryFormat.encodeProfile(profile, name: name, sealing: sealing, path: file)
+                try writeProfileBytes(name, bytes, attributes: Self.indexedAttributes(of: profile), movingAside: movingAside, indexedBefore: indexedBefore)
+                if let identity = try StoreFileSystem.identity(of: file) { profileCache[name] = (identity, profile) }
             } else {
                 try removeProfileFile(name, movingAside: movingAside)
                 profileCache[name] = nil
@@ -267,7 +272,11 @@ extension IDTokenStore {
 
     /// Writes a profile file: its index entries first (made durable when new), the file, then the
     /// entries of attributes it no longer carries removed — the index is never missing a profile.
-    func writeProfileBytes(_ name: String, _ bytes: [UInt8], attributes: [String], movingAside: Bool) throws(TokenStoreError) {
+    /// `indexedBefore`: the attributes whose entries the profile had (`nil`: unknown, every one
+    /// is removed that it does not carry).
+    func writeProfileBytes(
+        _ name: String, _ bytes: [UInt8], attributes: [String], movingAside: Bool, indexedBefore: [String]? = nil
+    ) throws(TokenStoreError) {
         let encoded = StoreProfileFileName.encode(name)
         let file = profileDirectory + "/p-" + encoded + ".json"
         if movingAside, try StoreFileSystem.identity(of: file) != nil { _ = try StoreFileSystem.moveAside(file) }
@@ -283,7 +292,7 @@ extension IDTokenStore {
             try StoreFileSystem.syncDirectory(index)
         }
         try StoreFileSystem.writeAtomically(bytes, to: file, through: profileDirectory + "/.p-" + encoded + ".json.tmp")
-        removeIndexEntries(encoded, keeping: attributes)
+        removeIndexEntries(encoded, keeping: attributes, among: indexedBefore)
     }
 
     /// Removes a profile's file (durably) and its index entries.
@@ -300,8 +309,8 @@ extension IDTokenStore {
     }
 
     /// Index entries are a superset: one left by a crash only costs a reader a look.
-    private func removeIndexEntries(_ encoded: String, keeping attributes: [String]) {
-        for attribute in Self.indexedAttributes where !attributes.contains(attribute) {
+    private func removeIndexEntries(_ encoded: String, keeping attributes: [String], among candidates: [String]? = nil) {
+        for attribute in candidates ?? Self.indexedAttributes where !attributes.contains(attribute) {
             _ = unlink(indexDirectory(attribute) + "/p-" + encoded)
         }
     }

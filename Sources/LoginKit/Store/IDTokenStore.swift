@@ -354,7 +354,8 @@ public actor IDTokenStore: TokenStore {
         try transaction.checkScope(store: "IDTokenStore")
         let writes = transaction.hasChanges || (recovered != nil && transaction[name] != nil)
         if writes {
-            try await saveProfile(name, transaction[name], marker: marker, movingAside: recovered != nil)
+            try await saveProfile(name, transaction[name], marker: marker, movingAside: recovered != nil,
+                indexedBefore: recovered == nil ? Self.indexedAttributes(of: current) : nil)
         }
         return (result, stamped ? profileWatch(for: name).stamp() : nil, writes)
     }
@@ -397,9 +398,9 @@ public actor IDTokenStore: TokenStore {
     /// After a write by this store: the stamps of `names` (every profile's when `nil`) and the
     /// store's move on at once.
     func noteWritten(_ names: [String]?) {
-        fileWatch.changedNow()
+        fileWatch.changed()
         let watches = profileWatches.withLock { watches in names.map { $0.compactMap { watches[$0] } } ?? Array(watches.values) }
-        for watch in watches { watch.changedNow() }
+        for watch in watches { watch.changed() }
     }
 
     // MARK: Reading

@@ -178,15 +178,13 @@ final class StoreFileWatch: ChangeStampSource {
         }
     }
 
-    /// This store wrote or removed a file it follows: a new stamp, and the files as they are now
-    /// (called holding the lock that keeps other writers of them out).
-    func changedNow() {
-        let seen = look()
-        let now = Self.monotonicNanoseconds()
+    /// This store wrote or removed a file it follows: a new stamp at once. The files are looked at
+    /// by the next ``stamp()``, not here — a save does not pay for a look nobody may ask for (that
+    /// look records them, and moves the stamp once more).
+    func changed() {
         state.withLock { state in
             state.generation &+= 1
-            state.identities = seen
-            state.checkedAt = now
+            state.identities = nil
             publish(state)
         }
     }

@@ -20,7 +20,7 @@ extension JWK {
     /// (the value of a token's `cnf.jkt`, RFC 9449 §6.1).
     ///
     /// - Throws: `TokenVerificationError` `.cryptoFailure` when OpenSSL cannot hash.
-    package func thumbprint() throws(TokenVerificationError) -> String {
+    package func thumbprint() throws(TokenVerificationError) -> String {  // typed: .cryptoFailure, OpenSSL refusing to hash
         // MessageDigest's one failure, OpenSSL refusing to hash, is typed; nothing a key holds can cause it.
         Base64URL.encode(try MessageDigest.sha256(Array(requiredMembers.serialized.utf8)))
     }

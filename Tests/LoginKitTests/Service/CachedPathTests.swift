@@ -88,7 +88,7 @@ struct CachedPathTests {
                 group.addTask {
                     var last = watch.stamp()
                     for _ in 0..<5_000 {
-                        watch.changedNow()
+                        watch.changed()
                         let now = watch.stamp()
                         #expect(now > last, "the writer's own change is seen at once")
                         if now <= last { return }

@@ -171,11 +171,11 @@ extension OAuth2API {
     func requireCertificateBinding(of accessToken: String?) throws {
         // No access token, or one bound to no certificate (opaque, or a JWT without
         // `cnf.x5t#S256`): nothing to compare. A malformed `cnf` throws (ServerError).
-        guard let accessToken, let bound = try Self.certificateThumbprint(boundTo: accessToken, host: host) else { return }
+        guard let accessToken, let bound = try Self.certificateThumbprint(boundTo: accessToken, host: host) else { return }  // throws ServerError (typed): a malformed cnf
         // A client that presents no certificate cannot use a bound token either, but that is the
         // resource server's refusal to make; a certificate whose thumbprint cannot be computed
         // throws (TokenVerificationError): the binding is refused, never assumed.
-        guard let presented = try configuration.clientCertificateThumbprint ?? presentedCertificateThumbprint() else { return }
+        guard let presented = try configuration.clientCertificateThumbprint ?? presentedCertificateThumbprint() else { return }  // throws TokenVerificationError (typed): an unreadable certificate
         guard bound == presented else {
             throw ServerError(
                 .malformedResponse,
@@ -190,7 +190,7 @@ extension OAuth2API {
     /// the resource server can read, so there is nothing for the client to compare.
     ///
     /// - Throws: `ServerError` `.malformedResponse` for a `cnf.x5t#S256` that is not a string.
-    static func certificateThumbprint(boundTo accessToken: String, host: String) throws(ServerError) -> String? {
+    static func certificateThumbprint(boundTo accessToken: String, host: String) throws(ServerError) -> String? {  // nil: opaque, or bound to none
         // Not a JWS with a JSON payload: an opaque token, legitimately unreadable to the client
         // (RFC 8705 §3 leaves its format to the provider), so its parse errors are not errors here.
         guard let jws = try? CompactJWS(parsing: accessToken), let payload = try? JSONValue.parse(jws.payload) else { return nil }
@@ -206,7 +206,7 @@ extension OAuth2API {
     /// another transport or no certificate.
     ///
     /// - Throws: `TokenVerificationError` when the bytes hold no certificate OpenSSL can read.
-    private func presentedCertificateThumbprint() throws(TokenVerificationError) -> String? {
+    private func presentedCertificateThumbprint() throws(TokenVerificationError) -> String? {  // nil: another transport, or no certificate
         // Another transport presents what its owner configured, which LoginKit cannot see: the
         // thumbprint is then ``Configuration/clientCertificateThumbprint``'s to give.
         guard let client = httpTransport as? CurlHTTPClient else { return nil }

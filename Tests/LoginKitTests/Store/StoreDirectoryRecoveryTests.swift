@@ -5,9 +5,10 @@ import LoginKitJOSE
 import LoginKitTestSupport
 import Testing
 
-/// What a review of the file store's format 2 found: each test fails on the first version of it.
+/// The file store's format 2 where a store is damaged, unreadable, half-migrated or half-resealed,
+/// or planted with files: nothing is lost, nothing is written outside the store, a read changes nothing.
 @Suite(.timeLimit(.minutes(2)))
-struct StoreDirectoryReviewTests {
+struct StoreDirectoryRecoveryTests {
     /// A profile directory no marker names (the marker moved aside by hand, or a crash between the
     /// two renames that set a broken store aside) is moved aside by the next migration, never deleted.
     @Test func aDirectoryNoMarkerNamesIsKeptNotDeleted() async throws {
@@ -184,7 +185,7 @@ struct StoreDirectoryReviewTests {
         }
     }
 
-    // MARK: The second review
+    // MARK: Sealing, migration leftovers, newer files
 
     /// A plain store opened `.automatic` without a usable keyring and without the plaintext
     /// fallback refuses a save (`.unavailable`), writing nothing, as a new store does; with the
